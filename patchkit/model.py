@@ -1,0 +1,386 @@
+"""A synthetic GGUF model: random weights, real attention geometry, a small valid tokenizer.
+
+`patchkit bench decode` uses it when no model is given. What matters for the kernels under test is
+the attention shape (head dim 256, 24 query heads, 4 KV heads: GQA 6) and the context length, not
+what the weights say, so the weights are random normal (std 0.02, norms ones) and the file is small.
+
+Architecture: "llama". At the pinned base llama.cpp reads `llama.attention.key_length` /
+`value_length` for every arch with attention heads (`llama_model::load_hparams`, defaulting to
+n_embd / n_head only when the keys are absent), and the llama arch builds its projections from
+them (`create_tensor_qkv(layer, i, n_embd, n_embd_head_k * n_head, n_embd_k_gqa, n_embd_v_gqa)`,
+`wo: {n_embd_head_k * n_head, n_embd}`), so head_dim != n_embd / n_head works without switching
+to qwen3. The llama arch also requires n_rot == head_dim (checked at load), so
+`llama.rope.dimension_count` is written as head_dim.
+
+Tokenizer: SentencePiece style (`tokenizer.ggml.model = "llama"`): <unk>, <s>, </s>, the 256 byte
+tokens <0x00>..<0xFF> (type BYTE, so any input byte can be tokenized and any output byte
+detokenized), "▁", the printable ASCII characters, then "▁"-prefixed and plain lowercase
+strings of growing length up to n_vocab (each one reachable by merging two shorter pieces).
+
+The `gguf` package is imported lazily: it may be missing on the GPU machine, where llama.cpp's own
+`gguf-py` is used instead (`gguf_py=`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import importlib
+import itertools
+import math
+import string
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from patchkit.errors import PatchkitError, RecipeError
+
+WEIGHT_STD = 0.02
+RMS_EPS = 1e-5
+WEIGHT_TYPES = ("f16", "f32", "q8_0")
+SUPPORTED_ARCHS = ("llama",)
+Q8_0_BLOCK = 32
+MAX_VOCAB = 262144
+# rows generated at a time: bounds the float32 scratch; part of the file's definition (changing it
+# changes which random numbers land where), so it is a constant, not a knob.
+_CHUNK_ELEMS = 1 << 22
+
+_SPECIALS = ("<unk>", "<s>", "</s>")  # ids 0, 1, 2: llama.cpp's SPM defaults
+_SPACE = "\u2581"  # "▁", SentencePiece's escaped space
+_PRINTABLE = [c for c in string.printable if c.isprintable() and c != " "]  # 94 chars, 0x21..0x7e
+MIN_VOCAB = len(_SPECIALS) + 256 + 1 + len(_PRINTABLE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SyntheticModelSpec:
+    arch: str = "llama"
+    n_layer: int = 4
+    n_embd: int = 1024
+    n_head: int = 24
+    n_head_kv: int = 4
+    head_dim: int = 256
+    n_ff: int = 2048
+    n_vocab: int = 512
+    context_length: int = 131072  # decode benches go to depth 122880
+    rope_theta: float = 1e6
+    weight_type: str = "f16"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    @property
+    def n_gqa(self) -> int:
+        return self.n_head // self.n_head_kv
+
+
+def _fail(field: str, why: str) -> None:
+    raise RecipeError(f"model.{field}: {why}")
+
+
+def _validate(s: SyntheticModelSpec) -> None:
+    if not isinstance(s.arch, str) or s.arch not in SUPPORTED_ARCHS:
+        _fail("arch", f"{s.arch!r} is not supported (supported: {', '.join(SUPPORTED_ARCHS)})")
+    if not isinstance(s.weight_type, str) or s.weight_type not in WEIGHT_TYPES:
+        _fail("weight_type", f"{s.weight_type!r} is not one of {', '.join(WEIGHT_TYPES)}")
+    minimum = {"n_layer": 1, "n_embd": 1, "n_head": 1, "n_head_kv": 1, "head_dim": 2, "n_ff": 1,
+               "n_vocab": 1, "context_length": 1, "seed": 0}
+    for name, lo in minimum.items():
+        v = getattr(s, name)
+        if isinstance(v, bool) or not isinstance(v, int):
+            _fail(name, f"must be an integer, got {v!r}")
+        if v < lo:
+            _fail(name, f"must be >= {lo}, got {v}")
+    if isinstance(s.rope_theta, bool) or not isinstance(s.rope_theta, (int, float)):
+        _fail("rope_theta", f"must be a number, got {s.rope_theta!r}")
+    if not (math.isfinite(s.rope_theta) and s.rope_theta > 0):
+        _fail("rope_theta", f"must be a positive finite number, got {s.rope_theta!r}")
+    if s.head_dim % 2:
+        _fail("head_dim", f"must be even (RoPE rotates pairs), got {s.head_dim}")
+    if s.n_head % s.n_head_kv:
+        _fail("n_head_kv", f"n_head ({s.n_head}) must be a multiple of n_head_kv ({s.n_head_kv})")
+    if not MIN_VOCAB <= s.n_vocab <= MAX_VOCAB:
+        _fail("n_vocab", f"must be in [{MIN_VOCAB}, {MAX_VOCAB}] to hold the synthetic tokenizer "
+                         f"(3 specials, 256 byte tokens, printable ASCII), got {s.n_vocab}")
+    if s.weight_type == "q8_0":
+        # every weight matrix is quantized along its input dimension (a row of ggml's ne[0])
+        for name, v in (("n_embd", s.n_embd), ("n_ff", s.n_ff)):
+            if v % Q8_0_BLOCK:
+                _fail(name, f"must be a multiple of {Q8_0_BLOCK} for weight_type q8_0, got {v}")
+        if (s.n_head * s.head_dim) % Q8_0_BLOCK:
+            _fail("head_dim", f"n_head*head_dim ({s.n_head * s.head_dim}) must be a multiple of "
+                              f"{Q8_0_BLOCK} for weight_type q8_0")
+
+
+_FIELDS = tuple(f.name for f in dataclasses.fields(SyntheticModelSpec))
+
+
+def spec_from_mapping(d: Mapping[str, Any]) -> SyntheticModelSpec:
+    """Build a spec from a recipe table (e.g. `[model]`); unknown keys are an error with a hint."""
+    if not isinstance(d, Mapping):
+        raise RecipeError(f"model: expected a table of settings, got {type(d).__name__}")
+    for key in d:
+        if key not in _FIELDS:
+            close = difflib.get_close_matches(str(key), _FIELDS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(_FIELDS)})"
+            raise RecipeError(f"model: unknown key {key!r}{hint}")
+    kwargs = dict(d)
+    if isinstance(kwargs.get("rope_theta"), int) and not isinstance(kwargs["rope_theta"], bool):
+        kwargs["rope_theta"] = float(kwargs["rope_theta"])
+    return SyntheticModelSpec(**kwargs)
+
+
+# --- tensor plan -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Tensor:
+    name: str
+    shape: tuple[int, ...]  # numpy order: (rows, row_length); ggml's ne is the reverse
+    is_norm: bool
+
+
+def _tensor_names() -> dict[str, str]:
+    """gguf's names for the llama tensors (falls back to llama.cpp's spelling without gguf)."""
+    fallback = {
+        "TOKEN_EMBD": "token_embd", "OUTPUT_NORM": "output_norm", "OUTPUT": "output",
+        "ATTN_NORM": "blk.{bid}.attn_norm", "ATTN_Q": "blk.{bid}.attn_q",
+        "ATTN_K": "blk.{bid}.attn_k", "ATTN_V": "blk.{bid}.attn_v",
+        "ATTN_OUT": "blk.{bid}.attn_output", "FFN_NORM": "blk.{bid}.ffn_norm",
+        "FFN_GATE": "blk.{bid}.ffn_gate", "FFN_UP": "blk.{bid}.ffn_up",
+        "FFN_DOWN": "blk.{bid}.ffn_down",
+    }
+    gguf = sys.modules.get("gguf")
+    if gguf is None:
+        return fallback
+    arch_tensors = set(gguf.MODEL_TENSORS[gguf.MODEL_ARCH.LLAMA])
+    names = {}
+    for key in fallback:
+        t = getattr(gguf.MODEL_TENSOR, key)
+        if t not in arch_tensors:  # would mean the gguf package and llama.cpp disagree
+            raise PatchkitError(f"gguf's llama arch has no tensor {key}; gguf package too old or too new")
+        names[key] = gguf.TENSOR_NAMES[t]
+    return names
+
+
+def _plan(spec: SyntheticModelSpec) -> list[_Tensor]:
+    n = _tensor_names()
+    e, q, kv, ff, v = spec.n_embd, spec.n_head * spec.head_dim, spec.n_head_kv * spec.head_dim, spec.n_ff, spec.n_vocab
+    out = [
+        _Tensor(n["TOKEN_EMBD"] + ".weight", (v, e), False),
+        _Tensor(n["OUTPUT_NORM"] + ".weight", (e,), True),
+        _Tensor(n["OUTPUT"] + ".weight", (v, e), False),
+    ]
+    for i in range(spec.n_layer):
+        def t(key: str, shape: tuple[int, ...], norm: bool = False) -> _Tensor:
+            return _Tensor(n[key].format(bid=i) + ".weight", shape, norm)
+        out += [
+            t("ATTN_NORM", (e,), True),
+            t("ATTN_Q", (q, e)),     # n_embd -> n_head * head_dim
+            t("ATTN_K", (kv, e)),    # n_embd -> n_head_kv * head_dim
+            t("ATTN_V", (kv, e)),
+            t("ATTN_OUT", (e, q)),   # n_head * head_dim -> n_embd
+            t("FFN_NORM", (e,), True),
+            t("FFN_GATE", (ff, e)),
+            t("FFN_UP", (ff, e)),
+            t("FFN_DOWN", (e, ff)),
+        ]
+    return out
+
+
+def parameter_count(spec: SyntheticModelSpec) -> int:
+    return sum(math.prod(t.shape) for t in _plan(spec))
+
+
+# --- tokenizer ---------------------------------------------------------------------------------
+
+def _extra_pieces() -> Iterator[str]:
+    """Lowercase pieces of growing length, "▁"-prefixed first; every piece is the merge of two
+    shorter pieces already in the vocab, so SentencePiece-style merging can reach it."""
+    letters = string.ascii_lowercase
+    for length in itertools.count(1):
+        for chars in itertools.product(letters, repeat=length):
+            yield _SPACE + "".join(chars)
+        if length >= 2:
+            for chars in itertools.product(letters, repeat=length):
+                yield "".join(chars)
+
+
+def build_vocab(n_vocab: int) -> tuple[list[str], list[float], list[int]]:
+    """(tokens, scores, token types) of the synthetic SPM tokenizer, exactly n_vocab entries."""
+    NORMAL, UNKNOWN, CONTROL, BYTE = 1, 2, 3, 6  # gguf.TokenType values (stable in the format)
+    tokens = list(_SPECIALS)
+    types = [UNKNOWN, CONTROL, CONTROL]
+    scores = [0.0, 0.0, 0.0]
+    for b in range(256):
+        tokens.append(f"<0x{b:02X}>")
+        types.append(BYTE)
+        scores.append(0.0)
+    pieces = itertools.chain([_SPACE], _PRINTABLE, _extra_pieces())
+    for piece in itertools.islice(pieces, n_vocab - len(tokens)):
+        tokens.append(piece)
+        types.append(NORMAL)
+        scores.append(-float(len(tokens)))  # earlier pieces merge first
+    assert len(tokens) == n_vocab == len(set(tokens))
+    return tokens, scores, types
+
+
+# --- writing -----------------------------------------------------------------------------------
+
+def _import_gguf(gguf_py: Path | None):
+    try:
+        return importlib.import_module("gguf")
+    except ImportError as e:
+        first_error = e
+    if gguf_py is not None:
+        p = Path(gguf_py)
+        if not (p / "gguf" / "__init__.py").is_file() and (p / "gguf-py" / "gguf" / "__init__.py").is_file():
+            p = p / "gguf-py"  # given the llama.cpp tree itself
+        if str(p) not in sys.path:
+            sys.path.insert(0, str(p))
+        importlib.invalidate_caches()
+        try:
+            return importlib.import_module("gguf")
+        except ImportError as e:
+            raise PatchkitError(
+                f"cannot import gguf from {p} ({e}); `pip install gguf` or pass a llama.cpp tree "
+                "whose gguf-py works") from None
+    raise PatchkitError(
+        f"the gguf Python package is needed to write the synthetic model ({first_error}); "
+        "`pip install gguf` or pass the llama.cpp tree (its gguf-py)") from None
+
+
+def _ggml_type(gguf, spec: SyntheticModelSpec, t: _Tensor):
+    Q = gguf.GGMLQuantizationType
+    if t.is_norm or spec.weight_type == "f32":
+        return Q.F32
+    return {"f16": Q.F16, "q8_0": Q.Q8_0}[spec.weight_type]
+
+
+def _nbytes(gguf, shape: tuple[int, ...], qtype) -> int:
+    block, type_size = gguf.GGML_QUANT_SIZES[qtype]
+    return math.prod(shape[:-1]) * (shape[-1] // block) * type_size
+
+
+def _make_tensor(gguf, rng: np.random.Generator, t: _Tensor, qtype) -> np.ndarray:
+    """The tensor's bytes as an array ready for `write_tensor_data`, generated in row chunks so the
+    only full-size array is the output (float32 scratch is bounded by _CHUNK_ELEMS)."""
+    Q = gguf.GGMLQuantizationType
+    if t.is_norm:
+        return np.ones(t.shape, dtype=np.float32)
+    rows, cols = t.shape
+    if qtype == Q.F32:
+        out = np.empty((rows, cols), dtype=np.float32)
+    elif qtype == Q.F16:
+        out = np.empty((rows, cols), dtype=np.float16)
+    else:
+        block, type_size = gguf.GGML_QUANT_SIZES[qtype]
+        out = np.empty((rows, cols // block * type_size), dtype=np.uint8)
+    step = max(1, _CHUNK_ELEMS // cols)
+    for r0 in range(0, rows, step):
+        r1 = min(rows, r0 + step)
+        chunk = rng.standard_normal((r1 - r0, cols), dtype=np.float32)
+        chunk *= np.float32(WEIGHT_STD)
+        if qtype in (Q.F32, Q.F16):
+            out[r0:r1] = chunk
+        else:
+            out[r0:r1] = gguf.quants.quantize(chunk, qtype)
+    return out
+
+
+def write_synthetic_gguf(path: Path | str, spec: SyntheticModelSpec | None = None, *,
+                         gguf_py: Path | None = None) -> Path:
+    """Write the model described by `spec` to `path` (deterministic for a given spec, seed included).
+
+    Tensors are generated and written one at a time; the file appears complete or not at all
+    (written to a temporary name, then renamed).
+    """
+    spec = spec or SyntheticModelSpec()
+    gguf = _import_gguf(gguf_py)
+    if spec.weight_type == "q8_0" and not hasattr(getattr(gguf, "quants", None), "quantize"):
+        _fail("weight_type", "q8_0 needs gguf.quants.quantize, missing from this gguf package; use f16")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".partial")
+
+    plan = _plan(spec)
+    types = [_ggml_type(gguf, spec, t) for t in plan]
+    arch = spec.arch
+    K = gguf.Keys
+
+    w = gguf.GGUFWriter(tmp, arch)
+    try:
+        w.add_name(f"patchkit synthetic {arch} L{spec.n_layer} E{spec.n_embd} "
+                   f"H{spec.n_head}/{spec.n_head_kv}x{spec.head_dim} seed {spec.seed}")
+        w.add_type("model")
+        w.add_file_type({"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
+                         "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[spec.weight_type])
+        if spec.weight_type == "q8_0":
+            w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+        w.add_context_length(spec.context_length)
+        w.add_embedding_length(spec.n_embd)
+        w.add_block_count(spec.n_layer)
+        w.add_feed_forward_length(spec.n_ff)
+        w.add_head_count(spec.n_head)
+        w.add_head_count_kv(spec.n_head_kv)
+        w.add_uint32(K.Attention.KEY_LENGTH.format(arch=arch), spec.head_dim)
+        w.add_uint32(K.Attention.VALUE_LENGTH.format(arch=arch), spec.head_dim)
+        w.add_rope_dimension_count(spec.head_dim)  # llama checks n_rot == key_length
+        w.add_rope_freq_base(float(spec.rope_theta))
+        w.add_layer_norm_rms_eps(RMS_EPS)
+        w.add_vocab_size(spec.n_vocab)
+
+        tokens, scores, ttypes = build_vocab(spec.n_vocab)
+        w.add_tokenizer_model("llama")
+        w.add_token_list(tokens)
+        w.add_token_scores(scores)
+        w.add_token_types(ttypes)
+        w.add_unk_token_id(0)
+        w.add_bos_token_id(1)
+        w.add_eos_token_id(2)
+        w.add_add_bos_token(True)
+        w.add_add_eos_token(False)
+        w.add_add_space_prefix(True)
+
+        for t, qt in zip(plan, types):
+            w.add_tensor_info(t.name, t.shape, np.dtype(np.float32), _nbytes(gguf, t.shape, qt), raw_dtype=qt)
+
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_ti_data_to_file()
+        rng = np.random.Generator(np.random.PCG64(spec.seed))
+        for t, qt in zip(plan, types):
+            data = _make_tensor(gguf, rng, t, qt)
+            w.write_tensor_data(data)
+            del data
+        w.close()
+        tmp.replace(path)
+    except BaseException:
+        w.close()
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def describe(spec: SyntheticModelSpec, path: Path | str | None = None) -> dict[str, Any]:
+    """The spec for the report: its fields, derived numbers, and the file (size, sha256) if written."""
+    d: dict[str, Any] = {"synthetic": True, **dataclasses.asdict(spec)}
+    d["n_gqa"] = spec.n_gqa
+    d["n_params"] = parameter_count(spec)
+    d["weight_std"] = WEIGHT_STD
+    d["tokenizer"] = "spm (llama), synthetic"
+    if path is not None:
+        p = Path(path)
+        d["path"] = str(p)
+        if p.is_file():
+            d["file_size"] = p.stat().st_size
+            h = hashlib.sha256()
+            with p.open("rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+            d["sha256"] = h.hexdigest()
+    return d

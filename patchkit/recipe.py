@@ -1,0 +1,344 @@
+"""Recipes: TOML -> frozen dataclasses, with unknown keys and wrong types rejected by name.
+
+A recipe says where the base comes from, which patches make the series, how to build, which suites
+and benchmarks to run, and the author's prose for the report. See recipes/default.toml.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import sys
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from patchkit.errors import RecipeError
+
+DEFAULT_RECIPE = "default"
+
+
+@dataclass(frozen=True, kw_only=True)
+class GitBase:
+    url: str
+    commit: str  # full 40-hex sha
+
+
+@dataclass(frozen=True, kw_only=True)
+class SdistBase:
+    name: str
+    version: str
+    sha256: str
+    subdir: str = "vendor/llama.cpp"
+    url: str = ""  # optional direct URL; otherwise resolved with PyPI's simple API
+    index: str = "https://pypi.org/simple"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Base:
+    source: str = ""  # "git" | "sdist"; empty: sdist if given, else git
+    upstream: str = ""  # e.g. "ggml-org/llama.cpp@0c1e57098bba43ac29e6e3b677cdceebdd22334f"
+    git: GitBase | None = None
+    sdist: SdistBase | None = None
+    prune: tuple[str, ...] = ()
+
+    @property
+    def route(self) -> str:
+        return self.source or ("sdist" if self.sdist else "git")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Patch:
+    file: str  # relative to the recipe's project root (the folder holding recipes/)
+    title: str = ""  # default: the patch's Subject
+    depends_on: tuple[str, ...] = ()  # other patches' files or ids
+    upstream_pr: str = ""  # e.g. "ggml-org/llama.cpp#12345"
+    local: bool = False  # test-only: applied to every variant, never in the PR diff
+    id: str = ""  # short name used in variant names; default: the file's leading number
+
+    @property
+    def key(self) -> str:
+        if self.id:
+            return self.id
+        stem = Path(self.file).name
+        return stem.split("-", 1)[0] if stem[:4].isdigit() else Path(stem).stem
+
+
+@dataclass(frozen=True, kw_only=True)
+class Build:
+    backend: str = "cuda"  # cuda | cpu
+    arch: tuple[str, ...] = ("89",)
+    build_type: str = "Release"
+    cmake_options: tuple[str, ...] = ()
+    targets: tuple[str, ...] = ("test-backend-ops", "llama-bench", "llama-completion", "llama-perplexity")
+    jobs: int = 0  # 0: ninja's default
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelBench:
+    op: str = "FLASH_ATTN_EXT"
+    params: str = ""  # regex for test-backend-ops -p
+    test_file: str = ""  # exact test file (test-backend-ops --test-file), replaces params
+    rounds: int = 3
+    backend: str = ""  # default: the build's backend device (CUDA0 / CPU)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecodeBench:
+    depths: tuple[int, ...] = (0, 32768, 122880)
+    cache_type_k: str = "q4_0"
+    cache_type_v: str = "q4_0"
+    n_gen: int = 32
+    repetitions: int = 3
+    model: str = ""  # a GGUF path; empty: the synthetic model
+    threads: int = 0
+    extra_args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Numerics:
+    depths: tuple[int, ...] = (0, 16384)
+    prompts: tuple[str, ...] = ("The quick brown fox",)
+    n_predict: int = 64
+    kl_chunks: int = 4
+    kl_ctx: int = 512
+
+
+@dataclass(frozen=True, kw_only=True)
+class Prose:
+    title: str = ""
+    overview: str = ""
+    notes: tuple[str, ...] = ()
+    ai_disclosure: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Recipe:
+    name: str
+    path: Path
+    root: Path  # the project folder the patch paths are relative to
+    base: Base
+    series: tuple[Patch, ...] = ()
+    build: Build = field(default_factory=Build)
+    suites: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    kernel: KernelBench = field(default_factory=KernelBench)
+    decode: DecodeBench = field(default_factory=DecodeBench)
+    numerics: Numerics = field(default_factory=Numerics)
+    model: dict[str, object] = field(default_factory=dict)  # synthetic model spec (patchkit.model)
+    prose: Prose = field(default_factory=Prose)
+
+    @property
+    def pr_patches(self) -> tuple[Patch, ...]:
+        return tuple(p for p in self.series if not p.local)
+
+    @property
+    def local_patches(self) -> tuple[Patch, ...]:
+        return tuple(p for p in self.series if p.local)
+
+    def patch_path(self, patch: Patch) -> Path:
+        return (self.root / patch.file).resolve()
+
+
+# ---------------------------------------------------------------------------------------------
+# Generic, typed conversion of TOML tables into the dataclasses above.
+
+# Keys in TOML use dashes or underscores; the dataclass fields use underscores.
+_TOP_TABLES = {"recipe", "base", "series", "build", "suites", "bench", "model", "numerics", "prose"}
+
+
+def _hint(key: str, allowed: typing.Iterable[str]) -> str:
+    close = difflib.get_close_matches(key, list(allowed), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else f" (allowed: {', '.join(sorted(allowed))})"
+
+
+def _typename(tp: object) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _convert(value: object, tp: object, where: str, file: Path) -> object:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        non_none = [a for a in args if a is not type(None)]
+        if value is None:
+            return None
+        return _convert(value, non_none[0], where, file)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise RecipeError(f"{file}: {where}: expected a table, got {type(value).__name__}")
+        return _build(tp, value, where, file)
+    if origin is tuple:
+        item_tp = args[0]
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool) and item_tp is not str:
+            value = [value]
+        if isinstance(value, str) and item_tp is str:
+            value = [value]
+        if not isinstance(value, list):
+            raise RecipeError(f"{file}: {where}: expected a list, got {type(value).__name__}")
+        return tuple(_convert(v, item_tp, f"{where}[{i}]", file) for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise RecipeError(f"{file}: {where}: expected a table, got {type(value).__name__}")
+        return {str(k): _convert(v, args[1], f"{where}.{k}", file) for k, v in value.items()}
+    if tp is object:
+        return value
+    if tp is Path:
+        if not isinstance(value, str):
+            raise RecipeError(f"{file}: {where}: expected a path string, got {type(value).__name__}")
+        return Path(value)
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if tp in (str, int, float, bool):
+        if type(value) is not tp:
+            raise RecipeError(f"{file}: {where}: expected {_typename(tp)}, got {type(value).__name__} {value!r}")
+        return value
+    raise RecipeError(f"{file}: {where}: unsupported type {tp}")  # pragma: no cover
+
+
+def _build(cls: type, table: dict, where: str, file: Path, extra: dict | None = None):
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    kwargs: dict[str, object] = dict(extra or {})
+    for raw_key, value in table.items():
+        key = raw_key.replace("-", "_")
+        dotted = f"{where}.{raw_key}" if where else raw_key
+        if key not in fields or key in (extra or {}):
+            raise RecipeError(f"{file}: unknown key {dotted!r}{_hint(key, [k for k in fields if k not in (extra or {})])}")
+        kwargs[key] = _convert(value, hints[key], dotted, file)
+    missing = [
+        name
+        for name, f in fields.items()
+        if name not in kwargs and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+    if missing:
+        dotted = f"{where}.{missing[0]}" if where else missing[0]
+        raise RecipeError(f"{file}: missing key {dotted!r}")
+    return cls(**kwargs)
+
+
+def parse_recipe(text: str, file: Path, root: Path | None = None) -> Recipe:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise RecipeError(f"{file}: TOML syntax error: {e}") from None
+    for key in data:
+        if key not in _TOP_TABLES:
+            raise RecipeError(f"{file}: unknown key {key!r}{_hint(key, _TOP_TABLES)}")
+    head = data.get("recipe", {})
+    if not isinstance(head, dict):
+        raise RecipeError(f"{file}: recipe: expected a table")
+    for key in head:
+        if key not in ("name", "description"):
+            raise RecipeError(f"{file}: unknown key 'recipe.{key}'{_hint(key, ['name', 'description'])}")
+    name = head.get("name", file.stem)
+    if not isinstance(name, str) or not name or any(c in name for c in "/\\ "):
+        raise RecipeError(f"{file}: recipe.name: expected a name without spaces or slashes, got {name!r}")
+    if "base" not in data:
+        raise RecipeError(f"{file}: missing key 'base'")
+    base = _convert(data["base"], Base, "base", file)
+    assert isinstance(base, Base)
+    if base.route not in ("git", "sdist"):
+        raise RecipeError(f"{file}: base.source: expected 'git' or 'sdist', got {base.source!r}")
+    if base.route == "git" and base.git is None:
+        raise RecipeError(f"{file}: base.source is 'git' but there is no [base.git] table")
+    if base.route == "sdist" and base.sdist is None:
+        raise RecipeError(f"{file}: base.source is 'sdist' but there is no [base.sdist] table")
+    if base.git is not None and not _is_full_sha(base.git.commit):
+        raise RecipeError(f"{file}: base.git.commit: expected a full 40-hex commit, got {base.git.commit!r}")
+    if base.sdist is not None and not _is_hex(base.sdist.sha256, 64):
+        raise RecipeError(f"{file}: base.sdist.sha256: expected 64 hex digits, got {base.sdist.sha256!r}")
+
+    series_raw = data.get("series", [])
+    if not isinstance(series_raw, list):
+        raise RecipeError(f"{file}: series: expected an array of tables ([[series]])")
+    series = tuple(_convert(t, Patch, f"series[{i}]", file) for i, t in enumerate(series_raw))
+    _check_series(series, file)
+
+    bench = data.get("bench", {})
+    if not isinstance(bench, dict):
+        raise RecipeError(f"{file}: bench: expected a table")
+    for key in bench:
+        if key not in ("kernel", "decode"):
+            raise RecipeError(f"{file}: unknown key 'bench.{key}'{_hint(key, ['kernel', 'decode'])}")
+    build = _convert(data.get("build", {}), Build, "build", file)
+    assert isinstance(build, Build)
+    if build.backend not in ("cuda", "cpu"):
+        raise RecipeError(f"{file}: build.backend: expected 'cuda' or 'cpu', got {build.backend!r}")
+    suites = _convert(data.get("suites", {}), dict[str, tuple[str, ...]], "suites", file)
+    model = data.get("model", {})
+    if not isinstance(model, dict):
+        raise RecipeError(f"{file}: model: expected a table")
+    return Recipe(
+        name=name,
+        path=file,
+        root=(root or file.resolve().parent.parent),
+        base=base,
+        series=series,
+        build=build,
+        suites=suites,  # type: ignore[arg-type]
+        kernel=_convert(bench.get("kernel", {}), KernelBench, "bench.kernel", file),  # type: ignore[arg-type]
+        decode=_convert(bench.get("decode", {}), DecodeBench, "bench.decode", file),  # type: ignore[arg-type]
+        numerics=_convert(data.get("numerics", {}), Numerics, "numerics", file),  # type: ignore[arg-type]
+        model=model,
+        prose=_convert(data.get("prose", {}), Prose, "prose", file),  # type: ignore[arg-type]
+    )
+
+
+def _is_hex(s: str, n: int) -> bool:
+    return len(s) == n and all(c in "0123456789abcdef" for c in s.lower())
+
+
+def _is_full_sha(s: str) -> bool:
+    return _is_hex(s, 40)
+
+
+def _check_series(series: tuple[Patch, ...], file: Path) -> None:
+    seen: dict[str, int] = {}
+    for i, p in enumerate(series):
+        for name in (p.key, p.file):
+            if name in seen and seen[name] != i:
+                raise RecipeError(f"{file}: series[{i}]: duplicate patch {name!r}")
+            seen[name] = i
+    for i, p in enumerate(series):
+        for dep in p.depends_on:
+            if dep not in seen:
+                raise RecipeError(f"{file}: series[{i}].depends_on: unknown patch {dep!r}{_hint(dep, [q.key for q in series])}")
+            if seen[dep] >= i:
+                raise RecipeError(f"{file}: series[{i}].depends_on: {dep!r} must come before {p.key!r} in the series")
+            if series[seen[dep]].local != p.local and not p.local:
+                raise RecipeError(f"{file}: series[{i}].depends_on: PR patch {p.key!r} cannot depend on local patch {dep!r}")
+
+
+def find_recipe(name_or_path: str | None, cwd: Path | None = None) -> Path:
+    """A path to a .toml file, or a name looked up as recipes/<name>.toml from cwd upwards."""
+    cwd = cwd or Path.cwd()
+    arg = name_or_path or DEFAULT_RECIPE
+    p = Path(arg)
+    if p.suffix == ".toml" or "/" in arg:
+        if not p.is_file():
+            raise RecipeError(f"{p}: recipe file not found")
+        return p
+    for d in (cwd, *cwd.parents):
+        cand = d / "recipes" / f"{arg}.toml"
+        if cand.is_file():
+            return cand
+    raise RecipeError(f"recipes/{arg}.toml: recipe not found from {cwd}")
+
+
+def load_recipe(name_or_path: str | None = None, cwd: Path | None = None) -> Recipe:
+    path = find_recipe(name_or_path, cwd)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise RecipeError(f"{path}: cannot read recipe: {e.strerror}") from None
+    recipe = parse_recipe(text, path)
+    for i, p in enumerate(recipe.series):
+        if not recipe.patch_path(p).is_file():
+            raise RecipeError(f"{path}: series[{i}].file: {p.file}: patch file not found")
+    return recipe

@@ -1,0 +1,290 @@
+"""The pinned base, materialized as a commit in the cache's bare git repo.
+
+Two routes give the same thing, a commit under refs/patchkit/bases/:
+- git: `git fetch --depth 1 URL COMMIT` (what real users have);
+- sdist: a llama-cpp-python sdist from PyPI (what CI and the device have): downloaded with requests,
+  its sha256 checked against the recipe, extracted with a path-traversal guard, and the vendored
+  llama.cpp imported. Where the sdist also carries the upstream git metadata of that folder (0.3.36
+  does: .git/modules/vendor/llama.cpp, a shallow clone) and the vendored files are exactly that
+  commit's tree, the base *is* the upstream commit (same sha as the git route). Otherwise it is one
+  import commit whose message records the upstream reference and the sdist's hash.
+A second fetch finds the ref and needs no network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tarfile
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import git
+import requests
+
+from patchkit.errors import FetchError
+from patchkit.recipe import Base, SdistBase
+from patchkit.workspace import Workspace, read_json, write_json
+
+CHUNK = 1 << 20
+IMPORT_IDENT = {
+    "GIT_AUTHOR_NAME": "patchkit",
+    "GIT_AUTHOR_EMAIL": "patchkit@localhost",
+    "GIT_COMMITTER_NAME": "patchkit",
+    "GIT_COMMITTER_EMAIL": "patchkit@localhost",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class BaseInfo:
+    key: str  # e.g. sdist-llama-cpp-python-0.3.36 or git-<sha>
+    ref: str  # refs/patchkit/bases/<key>
+    commit: str  # the commit patches apply to
+    route: str
+    upstream: str  # "ggml-org/llama.cpp@<sha>" as the recipe says
+    upstream_verified: bool  # the commit is upstream's own (same sha and tree), not an import
+    sdist_sha256: str = ""
+    sdist_file: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def open_cache_repo(ws: Workspace) -> git.Repo:
+    if (ws.repo / "HEAD").is_file():
+        return git.Repo(ws.repo)
+    ws.repo.parent.mkdir(parents=True, exist_ok=True)
+    repo = git.Repo.init(ws.repo, bare=True)
+    with repo.config_writer() as cw:
+        cw.set_value("gc", "auto", "0")
+        cw.set_value("uploadpack", "allowAnySHA1InWant", "true")
+    return repo
+
+
+def base_key(base: Base) -> str:
+    if base.route == "git":
+        assert base.git is not None
+        return f"git-{base.git.commit}"
+    assert base.sdist is not None
+    return f"sdist-{base.sdist.name}-{base.sdist.version}"
+
+
+def fetch(base: Base, ws: Workspace, *, offline: bool = False) -> BaseInfo:
+    """Make sure the base commit is in the cache repo; return what it is. Idempotent."""
+    key = base_key(base)
+    ref = f"refs/patchkit/bases/{key}"
+    meta_path = ws.base_meta(key)
+    repo = open_cache_repo(ws)
+    with ws.lock(ws.repo, wait=True):
+        if meta_path.is_file():
+            info = BaseInfo(**read_json(meta_path))  # type: ignore[arg-type]
+            try:
+                if repo.git.rev_parse("--verify", "-q", f"{ref}^{{commit}}") == info.commit:
+                    return info
+            except git.GitCommandError:
+                pass
+        if base.route == "git":
+            info = _fetch_git(base, repo, key, ref, offline=offline)
+        else:
+            info = _fetch_sdist(base, ws, repo, key, ref, offline=offline)
+        write_json(meta_path, info.to_dict())
+        return info
+
+
+def _fetch_git(base: Base, repo: git.Repo, key: str, ref: str, *, offline: bool) -> BaseInfo:
+    assert base.git is not None
+    sha = base.git.commit
+    if offline:
+        raise FetchError(f"base {key}: not in the cache and --offline was given")
+    try:
+        repo.git.fetch("--depth", "1", "--no-tags", base.git.url, sha)
+    except git.GitCommandError as e:
+        raise FetchError(f"git fetch {base.git.url} {sha}: {_git_msg(e)}") from None
+    repo.git.update_ref(ref, sha)
+    return BaseInfo(key=key, ref=ref, commit=sha, route="git", upstream=base.upstream or f"{base.git.url}@{sha}", upstream_verified=True)
+
+
+def _git_msg(e: git.GitCommandError) -> str:
+    lines = [ln.strip() for ln in str(e.stderr or e).splitlines() if ln.strip()]
+    return lines[-1].strip("'") if lines else str(e)
+
+
+# ---------------------------------------------------------------------------------------------
+# sdist route
+
+
+def sdist_filename(sd: SdistBase) -> str:
+    return f"{sd.name.replace('-', '_')}-{sd.version}.tar.gz"
+
+
+def resolve_sdist_url(sd: SdistBase) -> str:
+    """The sdist's download URL from PyPI's JSON simple API (PEP 691), unless the recipe gives one."""
+    if sd.url:
+        return sd.url
+    index = sd.index.rstrip("/")
+    url = f"{index}/{sd.name}/"
+    try:
+        r = requests.get(url, headers={"Accept": "application/vnd.pypi.simple.v1+json"}, timeout=60)
+        r.raise_for_status()
+        files = r.json()["files"]
+    except (requests.RequestException, ValueError, KeyError) as e:
+        raise FetchError(f"{url}: cannot list {sd.name} files: {e}") from None
+    want = sdist_filename(sd)
+    for f in files:
+        if f.get("filename") == want:
+            return f["url"]
+    raise FetchError(f"{url}: no file {want} for {sd.name}=={sd.version}")
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def download_sdist(sd: SdistBase, ws: Workspace, *, offline: bool = False) -> Path:
+    """The verified sdist in the cache: a cached file is re-verified; a bad one is never used."""
+    dest = ws.sdist(sdist_filename(sd))
+    if dest.is_file():
+        got = sha256_file(dest)
+        if got == sd.sha256:
+            return dest
+        raise FetchError(
+            f"{dest}: sha256 {got} does not match the recipe's base.sdist.sha256 {sd.sha256}; "
+            "the cached archive was changed or the recipe is wrong (delete the file to download again)"
+        )
+    if offline:
+        raise FetchError(f"{dest}: not in the cache and --offline was given")
+    url = resolve_sdist_url(sd)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(dest.name + ".part")
+    h = hashlib.sha256()
+    try:
+        from tqdm import tqdm
+
+        with requests.get(url, stream=True, timeout=60) as r:
+            r.raise_for_status()
+            total = int(r.headers.get("content-length", 0)) or None
+            with open(part, "wb") as f, tqdm(total=total, unit="B", unit_scale=True, desc=dest.name, disable=None) as bar:
+                for chunk in r.iter_content(CHUNK):
+                    f.write(chunk)
+                    h.update(chunk)
+                    bar.update(len(chunk))
+    except requests.RequestException as e:
+        part.unlink(missing_ok=True)
+        raise FetchError(f"{url}: download failed: {e}") from None
+    if h.hexdigest() != sd.sha256:
+        part.unlink(missing_ok=True)
+        raise FetchError(f"{url}: sha256 {h.hexdigest()} does not match the recipe's base.sdist.sha256 {sd.sha256}")
+    os.replace(part, dest)
+    return dest
+
+
+def _safe_members(tar: tarfile.TarFile, archive: Path, prefixes: tuple[str, ...]) -> list[tarfile.TarInfo]:
+    """Members under `prefixes`, refusing any path that would land outside the extraction folder."""
+    out = []
+    for m in tar.getmembers():
+        name = m.name
+        parts = Path(name).parts
+        if name.startswith("/") or ".." in parts:
+            raise FetchError(f"{archive}: unsafe path in archive: {name!r}")
+        if m.issym() or m.islnk():
+            target = Path(name).parent / m.linkname if m.issym() else Path(m.linkname)
+            if m.linkname.startswith("/") or ".." in Path(os.path.normpath(target)).parts:
+                raise FetchError(f"{archive}: link {name!r} points outside the archive: {m.linkname!r}")
+        if m.isdev():
+            raise FetchError(f"{archive}: device file in archive: {name!r}")
+        if any(name == p or name.startswith(p + "/") for p in prefixes):
+            out.append(m)
+    return out
+
+
+def extract_subdirs(archive: Path, dest: Path, subdirs: tuple[str, ...]) -> Path:
+    """Extract the archive's top folder's `subdirs` into dest; returns the top folder."""
+    try:
+        with tarfile.open(archive, "r:gz") as tar:
+            first = tar.next()
+            if first is None:
+                raise FetchError(f"{archive}: empty archive")
+            top = first.name.split("/", 1)[0]
+            prefixes = tuple(f"{top}/{s.strip('/')}" for s in subdirs)
+            members = _safe_members(tar, archive, prefixes)
+            if not members:
+                raise FetchError(f"{archive}: no {subdirs[0]!r} folder in the archive")
+            kw = {"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}
+            tar.extractall(dest, members=members, **kw)
+    except (tarfile.TarError, EOFError, OSError) as e:
+        raise FetchError(f"{archive}: cannot extract: {e}") from None
+    return dest / top
+
+
+def _tree_of_folder(repo: git.Repo, folder: Path) -> str:
+    """The git tree hash of a plain folder (ignored files included), written into the repo's objects."""
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        base = ["git", "-C", str(folder), f"--git-dir={repo.git_dir}", f"--work-tree={folder}"]
+        repo.git.execute([*base, "add", "-A", "-f", "--", "."], env=env)
+        return repo.git.execute([*base, "write-tree"], env=env)
+
+
+def _fetch_sdist(base: Base, ws: Workspace, repo: git.Repo, key: str, ref: str, *, offline: bool) -> BaseInfo:
+    sd = base.sdist
+    assert sd is not None
+    archive = download_sdist(sd, ws, offline=offline)
+    subdir = sd.subdir.strip("/")
+    tmp_root = ws.cache / "tmp"
+    tmp_root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=tmp_root) as tmp:
+        top = extract_subdirs(archive, Path(tmp), (subdir, f".git/modules/{subdir}"))
+        folder = top / subdir
+        if not folder.is_dir():
+            raise FetchError(f"{archive}: no folder {subdir!r} in the archive")
+        # the vendored folder's own .git file points at ../../.git/modules/...; never import it
+        gitfile = folder / ".git"
+        if gitfile.is_file():
+            gitfile.unlink()
+        tree = _tree_of_folder(repo, folder)
+        upstream_sha = base.upstream.rsplit("@", 1)[-1] if "@" in base.upstream else ""
+        verified = False
+        commit = ""
+        gitdir = top / ".git" / "modules" / subdir
+        if upstream_sha and (gitdir / "HEAD").is_file():
+            try:
+                # the extracted gitdir points at its old work tree; upload-pack refuses to run there
+                cfg = ["git", "config", "--file", str(gitdir / "config")]
+                repo.git.execute([*cfg, "--unset-all", "core.worktree"], with_exceptions=False)
+                repo.git.execute([*cfg, "core.bare", "true"])
+                repo.git.fetch("--no-tags", str(gitdir), upstream_sha)
+                fetched = repo.git.rev_parse("--verify", f"{upstream_sha}^{{commit}}")
+                if repo.git.rev_parse(f"{fetched}^{{tree}}") == tree:
+                    commit, verified = fetched, True
+            except git.GitCommandError:
+                pass
+        if not commit:
+            msg = (
+                f"Import {base.upstream or 'llama.cpp'} from {sd.name} {sd.version} sdist\n\n"
+                f"Folder: {subdir}\nsdist sha256: {sd.sha256}\n"
+                "The sdist's files are not verifiably the upstream commit's tree, so this is an import commit.\n"
+            )
+            env = {**os.environ, **IMPORT_IDENT, "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000"}
+            commit = repo.git.execute(["git", "commit-tree", tree, "-m", msg], env=env)
+    repo.git.update_ref(ref, commit)
+    repo.git.prune_packed()  # the loose objects of the tree check that the fetched pack already holds
+    return BaseInfo(
+        key=key,
+        ref=ref,
+        commit=commit,
+        route="sdist",
+        upstream=base.upstream,
+        upstream_verified=verified,
+        sdist_sha256=sd.sha256,
+        sdist_file=archive.name,
+    )
+
+
+def clear_tmp(ws: Workspace) -> None:
+    shutil.rmtree(ws.cache / "tmp", ignore_errors=True)
