@@ -240,8 +240,9 @@ def _import_gguf(gguf_py: Path | None):
         p = Path(gguf_py)
         if not (p / "gguf" / "__init__.py").is_file() and (p / "gguf-py" / "gguf" / "__init__.py").is_file():
             p = p / "gguf-py"  # given the llama.cpp tree itself
-        if str(p) not in sys.path:
-            sys.path.insert(0, str(p))
+        if str(p) in sys.path:
+            sys.path.remove(str(p))
+        sys.path.insert(0, str(p))  # ahead of whatever failed to import above
         importlib.invalidate_caches()
         try:
             return importlib.import_module("gguf")

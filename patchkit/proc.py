@@ -12,6 +12,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from patchkit.errors import CommandError, ToolNotFound
 
@@ -54,6 +55,7 @@ def run(
     check: bool = True,
     echo: bool = True,
     stream: bool = False,
+    on_line: "Callable[[str], None] | None" = None,
 ) -> Completed:
     """Run `argv` (no shell). stdout+stderr go to `log` (with the command line as its first line).
 
@@ -86,6 +88,8 @@ def run(
                 logf.write(line)
             if stream:
                 sys.stderr.write(line)
+            if on_line is not None:
+                on_line(line)
 
     try:
         with subprocess.Popen(

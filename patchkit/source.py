@@ -53,13 +53,16 @@ class BaseInfo:
 
 
 def open_cache_repo(ws: Workspace) -> git.Repo:
-    if (ws.repo / "HEAD").is_file():
-        return git.Repo(ws.repo)
-    ws.repo.parent.mkdir(parents=True, exist_ok=True)
-    repo = git.Repo.init(ws.repo, bare=True)
-    with repo.config_writer() as cw:
-        cw.set_value("gc", "auto", "0")
-        cw.set_value("uploadpack", "allowAnySHA1InWant", "true")
+    """The cache's bare repo. Commands get GIT_DIR explicitly: once worktrees with their own config
+    exist (extensions.worktreeConfig), GitPython no longer recognises the repo as bare."""
+    if not (ws.repo / "HEAD").is_file():
+        ws.repo.parent.mkdir(parents=True, exist_ok=True)
+        init = git.Repo.init(ws.repo, bare=True)
+        with init.config_writer() as cw:
+            cw.set_value("gc", "auto", "0")
+            cw.set_value("uploadpack", "allowAnySHA1InWant", "true")
+    repo = git.Repo(ws.repo)
+    repo.git.update_environment(GIT_DIR=str(ws.repo))
     return repo
 
 
@@ -270,7 +273,7 @@ def _fetch_sdist(base: Base, ws: Workspace, repo: git.Repo, key: str, ref: str, 
                 f"Folder: {subdir}\nsdist sha256: {sd.sha256}\n"
                 "The sdist's files are not verifiably the upstream commit's tree, so this is an import commit.\n"
             )
-            env = {**os.environ, **IMPORT_IDENT, "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000"}
+            env = {**os.environ, **IMPORT_IDENT, "GIT_DIR": str(repo.git_dir), "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000"}
             commit = repo.git.execute(["git", "commit-tree", tree, "-m", msg], env=env)
     repo.git.update_ref(ref, commit)
     repo.git.prune_packed()  # the loose objects of the tree check that the fetched pack already holds

@@ -1,0 +1,444 @@
+"""CMake + Ninja builds of every variant, reusing work across variants.
+
+One build tree per (recipe, backend, archs): a git worktree that is moved from variant to variant
+with `git checkout` (only the files that differ get new mtimes), and one CMake build folder that
+Ninja rebuilds incrementally. After each variant's build its binaries are copied to
+bin/<variant>/ with a manifest holding the build key (variant key + build options), so a finished
+build is never redone and a changed patch is never served stale. Binaries are linked statically
+(-DBUILD_SHARED_LIBS=OFF) so a snapshot does not load the libraries of whatever variant the shared
+build folder holds now.
+
+`check()` is the compile check for machines without a GPU: configure, then compile only the
+translation units the series touches, per architecture, and report each with its first error.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import git
+
+from patchkit import proc
+from patchkit.errors import BuildError, CommandError, ToolNotFound
+from patchkit.recipe import Recipe
+from patchkit.series import VariantState, checkout_base
+from patchkit.source import BaseInfo, open_cache_repo
+from patchkit.workspace import Workspace, read_json, write_json
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildOptions:
+    backend: str  # cuda | cpu
+    archs: tuple[str, ...]  # CUDA architectures ("89", "90", "native"); empty for cpu
+    build_type: str = "Release"
+    cmake_options: tuple[str, ...] = ()
+    targets: tuple[str, ...] = ()
+    jobs: int = 0
+
+    @property
+    def config(self) -> str:
+        if self.backend == "cpu":
+            return "cpu"
+        return "cuda-" + "_".join(self.archs)
+
+    def key_material(self) -> dict:
+        d = asdict(self)
+        d.pop("jobs")
+        return d
+
+
+def options_from(recipe: Recipe, *, backend: str | None = None, archs: tuple[str, ...] = (), jobs: int = 0, extra: tuple[str, ...] = ()) -> BuildOptions:
+    b = recipe.build
+    backend = backend or b.backend
+    if backend not in ("cuda", "cpu"):
+        raise BuildError(f"--backend: expected cuda or cpu, got {backend!r}")
+    arch_list: tuple[str, ...] = ()
+    if backend == "cuda":
+        raw = archs or b.arch
+        arch_list = tuple(a for part in raw for a in re.split(r"[;,\s]+", part) if a)
+        for a in arch_list:
+            if not (a.isdigit() or a in ("native", "all", "all-major") or re.fullmatch(r"\d+[af]?(-real|-virtual)?", a)):
+                raise BuildError(f"--arch: {a!r} is not a CUDA architecture (e.g. 89, 90, '89;90', native)")
+    return BuildOptions(
+        backend=backend,
+        archs=arch_list,
+        build_type=b.build_type,
+        cmake_options=tuple(b.cmake_options) + tuple(extra),
+        targets=tuple(b.targets),
+        jobs=jobs or b.jobs,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Toolchain
+
+
+@dataclass(frozen=True, kw_only=True)
+class Toolchain:
+    cmake_args: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
+def _cublas_from_wheel() -> tuple[Path, Path] | None:
+    """(include dir, lib dir) of PyPI's nvidia-cublas wheel, if installed in this Python."""
+    for p in sys.path:
+        for sub in ("nvidia/cu13", "nvidia/cublas", "nvidia/cu12"):
+            inc = Path(p) / sub / "include"
+            if (inc / "cublas_v2.h").is_file():
+                lib = Path(p) / sub / "lib"
+                if glob.glob(str(lib / "libcublas.so*")):
+                    return inc, lib
+    return None
+
+
+def _nvcc() -> Path:
+    for cand in (os.environ.get("CUDACXX"), shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"):
+        if cand and os.access(cand, os.X_OK):
+            return Path(cand).resolve()
+    raise ToolNotFound(
+        "no CUDA toolkit: nvcc not found (PATH, CUDACXX, /usr/local/cuda); "
+        "build for the CPU backend instead: patchkit build --backend cpu"
+    )
+
+
+def toolchain(opts: BuildOptions) -> Toolchain:
+    for tool in ("cmake", "ninja"):
+        proc.which(tool)
+    if opts.backend == "cpu":
+        return Toolchain(cmake_args=("-DGGML_CUDA=OFF",))
+    nvcc = _nvcc()
+    root = nvcc.parent.parent
+    args = [
+        "-DGGML_CUDA=ON",
+        f"-DCMAKE_CUDA_COMPILER={nvcc}",
+        f"-DCMAKE_CUDA_ARCHITECTURES={';'.join(opts.archs)}",
+    ]
+    inc_dirs = [root / "include", *root.glob("targets/*/include")]
+    if any((d / "cublas_v2.h").is_file() for d in inc_dirs):
+        return Toolchain(cmake_args=tuple(args))
+    wheel = _cublas_from_wheel()
+    if wheel is None:
+        raise ToolNotFound(
+            f"cuBLAS not found: no cublas_v2.h in the CUDA toolkit at {root} and no nvidia-cublas wheel in this Python; "
+            "pip install nvidia-cublas, or build for the CPU backend instead: patchkit build --backend cpu"
+        )
+    inc, lib = wheel
+    libs = {name: sorted(glob.glob(str(lib / f"lib{name}.so*"))) for name in ("cublas", "cublasLt")}
+    for name, found in libs.items():
+        if not found:
+            raise ToolNotFound(f"{lib}: lib{name}.so not found in the nvidia-cublas wheel")
+    args += [
+        f"-DCUDA_cublas_LIBRARY={libs['cublas'][0]}",
+        f"-DCUDA_cublasLt_LIBRARY={libs['cublasLt'][0]}",
+        f"-DCMAKE_CUDA_FLAGS=-I{inc}",
+        f"-DCMAKE_CXX_FLAGS=-I{inc}",
+        f"-DCMAKE_C_FLAGS=-I{inc}",
+    ]
+    return Toolchain(
+        cmake_args=tuple(args),
+        env={"LIBRARY_PATH": f"{lib}:{os.environ.get('LIBRARY_PATH', '')}", "LD_LIBRARY_PATH": f"{lib}:{os.environ.get('LD_LIBRARY_PATH', '')}"},
+        notes=(f"cuBLAS from the nvidia-cublas wheel at {lib.parent}",),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Compiler errors
+
+
+_GCC_ERR = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:\d+:)? (?:fatal )?error: (?P<msg>.*)$")
+_NVCC_ERR = re.compile(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\): (?:catastrophic )?error: (?P<msg>.*)$")
+_CMAKE_ERR = re.compile(r"^CMake Error(?: at (?P<file>[^:]+):(?P<line>\d+))?.*")
+
+
+def first_compiler_error(log_text: str) -> str | None:
+    """'file:line: message' of the first compiler (gcc/clang/nvcc) or CMake error in a build log."""
+    lines = log_text.splitlines()
+    for i, line in enumerate(lines):
+        m = _GCC_ERR.match(line) or _NVCC_ERR.match(line)
+        if m:
+            msg = m.group("msg").strip()
+            # nvcc puts the static_assert text on the next lines
+            if not msg or msg.endswith(("failed", "failed with")):
+                for nxt in lines[i + 1 : i + 3]:
+                    if nxt.strip():
+                        msg += " " + nxt.strip()
+                        break
+            return f"{m.group('file')}:{m.group('line')}: {msg}"
+        m = _CMAKE_ERR.match(line)
+        if m:
+            detail = next((ln.strip() for ln in lines[i + 1 : i + 6] if ln.strip()), "")
+            where = f"{m.group('file')}:{m.group('line')}: " if m.group("file") else ""
+            return f"{where}CMake Error: {detail}"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Builds
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildResult:
+    variant: str
+    key: str
+    head: str
+    bin_dir: str
+    seconds: float  # wall time of this variant's configure+build (0 when reused)
+    reused: bool
+    steps: int  # ninja edges run (0 when reused)
+    log: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def build_key(state: VariantState, opts: BuildOptions, tc: Toolchain) -> str:
+    h = hashlib.sha256()
+    h.update(state.key.encode())
+    h.update(json.dumps(opts.key_material(), sort_keys=True).encode())
+    h.update(json.dumps(list(tc.cmake_args)).encode())
+    return h.hexdigest()
+
+
+def build_root(ws: Workspace, recipe: Recipe, opts: BuildOptions) -> Path:
+    return ws.builds(recipe.name, opts.config)
+
+
+def bin_dir(ws: Workspace, recipe: Recipe, opts: BuildOptions, variant: str) -> Path:
+    return build_root(ws, recipe, opts) / "bin" / variant
+
+
+def find_build(ws: Workspace, recipe: Recipe, opts: BuildOptions, state: VariantState) -> BuildResult | None:
+    """The finished build of this exact variant state and options, or None."""
+    manifest = bin_dir(ws, recipe, opts, state.name) / "manifest.json"
+    if not manifest.is_file():
+        return None
+    data = read_json(manifest)
+    assert isinstance(data, dict)
+    try:
+        tc = toolchain(opts)
+    except ToolNotFound:
+        tc = Toolchain(cmake_args=tuple(data.get("cmake_args", ())))
+    if data.get("key") != build_key(state, opts, tc):
+        return None
+    return BuildResult(**{**data["result"], "reused": True})
+
+
+class _Progress:
+    """A progress bar fed by Ninja's [N/M] lines."""
+
+    _RE = re.compile(r"^\[(\d+)/(\d+)\]")
+
+    def __init__(self, desc: str):
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=0, desc=desc, unit="step", disable=None, leave=False)
+        self.steps = 0
+
+    def __call__(self, line: str) -> None:
+        m = self._RE.match(line)
+        if m:
+            done, total = int(m.group(1)), int(m.group(2))
+            self.steps = done
+            if self.bar.total != total:
+                self.bar.total = total
+            self.bar.n = done
+            self.bar.refresh()
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _configure(src: Path, bdir: Path, opts: BuildOptions, tc: Toolchain, log: Path) -> None:
+    args = [
+        "cmake", "-S", str(src), "-B", str(bdir), "-G", "Ninja",
+        f"-DCMAKE_BUILD_TYPE={opts.build_type}",
+        *tc.cmake_args,
+        *opts.cmake_options,
+    ]  # fmt: skip
+    stamp = bdir / "patchkit-configure.json"
+    if (bdir / "CMakeCache.txt").is_file() and stamp.is_file() and read_json(stamp) == args:
+        return
+    try:
+        proc.run(args, log=log, env=tc.env)
+    except CommandError as e:
+        err = first_compiler_error(log.read_text(errors="replace")) if log.is_file() else None
+        raise BuildError(f"configure failed: {err or 'see log'} (log: {log})") from None
+    write_json(stamp, args)
+
+
+def _ninja(bdir: Path, targets: list[str], opts: BuildOptions, tc: Toolchain, log: Path, desc: str, keep_going: bool = False) -> proc.Completed:
+    args = ["ninja", "-C", str(bdir)]
+    if opts.jobs:
+        args += ["-j", str(opts.jobs)]
+    if keep_going:
+        args += ["-k", "0"]
+    progress = _Progress(desc)
+    try:
+        return proc.run([*args, *targets], log=log, env=tc.env, on_line=progress, check=not keep_going)
+    except CommandError:
+        err = first_compiler_error(log.read_text(errors="replace")) if log.is_file() else None
+        raise BuildError(f"{desc}: build failed: {err or 'see log'} (log: {log})") from None
+    finally:
+        progress.close()
+
+
+def _move_tree(ws: Workspace, recipe: Recipe, root: Path, base: BaseInfo, head: str) -> Path:
+    tree = root / "tree"
+    wt = checkout_base(open_cache_repo(ws), tree, base.commit, recipe.base.prune) if not (tree / ".git").exists() else git.Repo(tree)
+    wt.git.checkout("--detach", "--force", head)
+    return tree
+
+
+def build_variants(
+    recipe: Recipe, base: BaseInfo, ws: Workspace, states: list[VariantState], opts: BuildOptions, *, logs: Path
+) -> list[BuildResult]:
+    """Build every variant in order, reusing the shared build folder; finished builds are skipped."""
+    tc = toolchain(opts)
+    root = build_root(ws, recipe, opts)
+    results: list[BuildResult] = []
+    with ws.lock(root):
+        for state in states:
+            done = find_build(ws, recipe, opts, state)
+            if done is not None:
+                print(f"{state.name}: build up to date ({done.bin_dir})")
+                results.append(done)
+                continue
+            t0 = time.monotonic()
+            tree = _move_tree(ws, recipe, root, base, state.head)
+            bdir = root / "build"
+            _configure(tree, bdir, opts, tc, logs / f"configure-{opts.config}-{state.name}.log")
+            log = logs / f"build-{opts.config}-{state.name}.log"
+            done_run = _ninja(bdir, list(opts.targets), opts, tc, log, f"build {state.name}")
+            steps = sum(1 for ln in done_run.stdout.splitlines() if _Progress._RE.match(ln))
+            out = bin_dir(ws, recipe, opts, state.name)
+            tmp = out.with_name(out.name + ".tmp")
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            for t in opts.targets:
+                exe = bdir / "bin" / t
+                if not exe.is_file():
+                    raise BuildError(f"{state.name}: target {t} built but {exe} is missing (log: {log})")
+                shutil.copy2(exe, tmp / t)
+            seconds = time.monotonic() - t0
+            result = BuildResult(
+                variant=state.name, key=build_key(state, opts, tc), head=state.head, bin_dir=str(out),
+                seconds=round(seconds, 1), reused=False, steps=steps, log=str(log),
+            )  # fmt: skip
+            write_json(tmp / "manifest.json", {"key": result.key, "cmake_args": list(tc.cmake_args), "options": opts.key_material(), "result": result.to_dict()})
+            shutil.rmtree(out, ignore_errors=True)
+            os.replace(tmp, out)
+            print(f"{state.name}: built in {seconds:.0f} s ({steps} steps) -> {out}")
+            results.append(result)
+    return results
+
+
+# ---------------------------------------------------------------------------------------------
+# Compile check (no GPU needed)
+
+_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+
+
+def includers(tree: Path, changed: list[str], scan_dirs: tuple[str, ...] = ("ggml/src",)) -> list[str]:
+    """Translation units (.cu/.cpp/.c) under scan_dirs that are, or include (transitively), a changed file."""
+    files: dict[str, set[str]] = {}
+    for d in scan_dirs:
+        for p in (tree / d).rglob("*"):
+            if p.suffix in (".cu", ".cuh", ".cpp", ".c", ".h", ".hpp") and p.is_file():
+                rel = str(p.relative_to(tree))
+                deps = set()
+                for inc in _INCLUDE.findall(p.read_text(errors="replace")):
+                    cand = os.path.normpath(os.path.join(os.path.dirname(rel), inc))
+                    deps.add(cand)
+                files[rel] = deps
+    targets = set(changed)
+    grew = True
+    while grew:
+        grew = False
+        for f, deps in files.items():
+            if f not in targets and deps & targets:
+                targets.add(f)
+                grew = True
+    return sorted(f for f in targets if f.endswith((".cu", ".cpp", ".c")) and f in files)
+
+
+def object_targets(bdir: Path, sources: list[str], env: dict[str, str]) -> dict[str, str]:
+    """Map source paths (relative to the tree) to their Ninja object targets.
+
+    CMake names an object <target dir>/CMakeFiles/<target>.dir/<source relative to target dir>.o.
+    """
+    out = proc.run(["ninja", "-C", str(bdir), "-t", "targets", "all"], echo=False, env=env).stdout
+    by_source: dict[str, str] = {}
+    for ln in out.splitlines():
+        obj = ln.split(":", 1)[0]
+        m = re.fullmatch(r"(?:(.*)/)?CMakeFiles/[^/]+\.dir/(.+)\.o", obj)
+        if m:
+            by_source.setdefault(os.path.normpath(os.path.join(m.group(1) or "", m.group(2))), obj)
+    return {s: by_source[s] for s in sources if s in by_source}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckItem:
+    variant: str
+    arch: str
+    source: str
+    ok: bool
+    error: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _failed_objects(log_text: str) -> dict[str, str]:
+    """Ninja's FAILED: <obj> blocks -> the first compiler error inside each."""
+    out: dict[str, str] = {}
+    blocks = re.split(r"^FAILED: ", log_text, flags=re.M)
+    for b in blocks[1:]:
+        head, _, rest = b.partition("\n")
+        obj = head.split()[0] if head.split() else head
+        out[obj] = first_compiler_error(rest) or rest.strip().splitlines()[0] if rest.strip() else "failed"
+    return out
+
+
+def check(
+    recipe: Recipe, base: BaseInfo, ws: Workspace, states: list[VariantState], opts: BuildOptions, *, logs: Path
+) -> list[CheckItem]:
+    """Compile only the TUs the series touches, for each arch and each patched variant."""
+    items: list[CheckItem] = []
+    patched = [s for s in states if s.name != "base"] or states
+    last = patched[-1]
+    repo = open_cache_repo(ws)
+    changed = repo.git.diff("--name-only", base.commit, last.head).split()
+    for arch in opts.archs or ("cpu",):
+        one = BuildOptions(**{**asdict(opts), "archs": (arch,) if opts.backend == "cuda" else ()})
+        tc = toolchain(one)
+        root = ws.builds(recipe.name, f"check-{one.config}")
+        with ws.lock(root):
+            for state in patched:
+                tree = _move_tree(ws, recipe, root, base, state.head)
+                bdir = root / "build"
+                _configure(tree, bdir, one, tc, logs / f"check-configure-{one.config}.log")
+                sources = includers(tree, changed)
+                if one.backend == "cuda":
+                    sources = [s for s in sources if s.startswith("ggml/src/ggml-cuda/")]
+                objs = object_targets(bdir, sources, tc.env)
+                missing = [s for s in sources if s not in objs]
+                for s in missing:
+                    items.append(CheckItem(variant=state.name, arch=arch, source=s, ok=False, error="no build target for this file in this configuration"))
+                log = logs / f"check-{one.config}-{state.name}.log"
+                done = _ninja(bdir, list(objs.values()), one, tc, log, f"check {state.name} sm_{arch}", keep_going=True)
+                failed = _failed_objects(done.stdout)
+                for src, obj in objs.items():
+                    err = next((e for o, e in failed.items() if o.endswith(obj) or obj.endswith(o)), "")
+                    items.append(CheckItem(variant=state.name, arch=arch, source=src, ok=not err, error=err))
+                print(f"check {state.name} arch {arch}: {sum(1 for i in items if i.variant == state.name and i.arch == arch and i.ok)}/{len(objs)} compiled")
+    return items

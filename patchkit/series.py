@@ -1,0 +1,295 @@
+"""The series: variants (base and every prefix of the PR patches), each a git worktree made with `git am -3`.
+
+Local test-only patches go into every variant first, so every variant shares them and the PR diff
+(variant vs base) never contains them. A variant is keyed by the base commit and the sha256 of every
+patch in it; an unchanged variant is left alone, a changed one is rebuilt from the base, and a
+variant tree with uncommitted edits is never touched unless forced.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import git
+
+from patchkit.errors import ApplyError
+from patchkit.recipe import Patch, Recipe
+from patchkit.source import BaseInfo
+from patchkit.workspace import Workspace, read_json, write_json
+
+# Deterministic identity and dates: the same base and patches give the same commit shas everywhere.
+GIT_ENV = {
+    "GIT_COMMITTER_NAME": "patchkit",
+    "GIT_COMMITTER_EMAIL": "patchkit@localhost",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Variant:
+    name: str  # "base", "+0001", "+0001+0002", "-0001" (leave-one-out)
+    patches: tuple[Patch, ...]  # PR patches in order (local ones are added to every variant)
+
+    @property
+    def folder(self) -> str:
+        return self.name
+
+    @property
+    def branch_suffix(self) -> str:
+        return self.name.replace("+", "p").replace("-", "m") if self.name != "base" else "base"
+
+
+def plan_variants(recipe: Recipe, *, leave_one_out: bool = False, only: tuple[str, ...] = ()) -> list[Variant]:
+    pr = recipe.pr_patches
+    out = [Variant(name="base", patches=())]
+    for i in range(1, len(pr) + 1):
+        out.append(Variant(name="".join(f"+{p.key}" for p in pr[:i]), patches=pr[:i]))
+    if leave_one_out and len(pr) > 1:
+        for p in pr:
+            rest = tuple(q for q in pr if q is not p)
+            if any(p.key in q.depends_on for q in rest):
+                continue  # removing a dependency is not a meaningful variant
+            out.append(Variant(name=f"-{p.key}", patches=rest))
+    if only:
+        names = {v.name for v in out}
+        for n in only:
+            if n not in names:
+                from patchkit.recipe import _hint
+
+                raise ApplyError(f"unknown variant {n!r}{_hint(n, names)}")
+        out = [v for v in out if v.name in only]
+    return out
+
+
+def patch_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def variant_key(recipe: Recipe, base: BaseInfo, variant: Variant) -> str:
+    h = hashlib.sha256()
+    h.update(base.commit.encode())
+    for p in (*recipe.local_patches, *variant.patches):
+        h.update(b"\0" + p.key.encode() + b"\0" + patch_sha256(recipe.patch_path(p)).encode())
+    h.update(b"\0prune\0" + "\0".join(recipe.base.prune).encode())
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------
+# Patch files: the hunks, to name the one that failed.
+
+
+@dataclass(frozen=True, kw_only=True)
+class Hunk:
+    file: str
+    index: int  # 1-based within its file
+    header: str  # "@@ -650,7 +650,9 @@ ..."
+    old_start: int
+    old_len: int
+
+
+_DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/(\S+)")
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@")
+
+
+def parse_hunks(patch_text: str) -> list[Hunk]:
+    hunks: list[Hunk] = []
+    current = ""
+    n = 0
+    for line in patch_text.splitlines():
+        m = _DIFF_FILE.match(line)
+        if m:
+            current, n = m.group(2), 0
+            continue
+        m = _HUNK.match(line)
+        if m and current:
+            n += 1
+            hunks.append(
+                Hunk(file=current, index=n, header=line.strip(), old_start=int(m.group(1)), old_len=int(m.group(2) or 1))
+            )
+    return hunks
+
+
+def patch_subject(patch_text: str) -> str:
+    """The Subject of a format-patch file, with its [PATCH n/m] prefix removed and folded lines joined."""
+    lines = patch_text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("Subject: "):
+            subj = line[len("Subject: ") :]
+            for cont in lines[i + 1 :]:
+                if cont.startswith((" ", "\t")):
+                    subj += cont[1:] if cont.startswith(" ") else cont.strip()
+                else:
+                    break
+            return re.sub(r"^\[PATCH[^\]]*\]\s*", "", subj).strip()
+    return ""
+
+
+def patch_body(patch_text: str) -> str:
+    """The commit message body (after the Subject, before the '---' of the diffstat/diff)."""
+    lines = patch_text.splitlines()
+    try:
+        start = next(i for i, ln in enumerate(lines) if ln.startswith("Subject: "))
+    except StopIteration:
+        return ""
+    i = start + 1
+    while i < len(lines) and lines[i].startswith((" ", "\t")):
+        i += 1
+    body: list[str] = []
+    for ln in lines[i:]:
+        if ln == "---" or ln.startswith("diff --git "):
+            break
+        body.append(ln)
+    return "\n".join(body).strip()
+
+
+_FAILED_AT = re.compile(r"patch failed: (\S+):(\d+)")
+_CONFLICT = re.compile(r"CONFLICT \([^)]*\): (?:Merge conflict in )?(\S+)")
+_NOT_EXIST = re.compile(r"error: (\S+): does not exist in index")
+
+
+def describe_failure(patch_file: Path, output: str) -> str:
+    """'file F, hunk #N (@@ ... @@)' for the first failing hunk that git names, else git's own words."""
+    hunks = parse_hunks(patch_file.read_text(encoding="utf-8", errors="replace"))
+    m = _FAILED_AT.search(output)
+    if m:
+        f, line = m.group(1), int(m.group(2))
+        for h in hunks:
+            if h.file == f and h.old_start == line:
+                return f"file {f}, hunk #{h.index} ({h.header})"
+        return f"file {f}, hunk at line {line}"
+    m = _CONFLICT.search(output) or _NOT_EXIST.search(output)
+    if m:
+        f = m.group(1)
+        idx = [h for h in hunks if h.file == f]
+        return f"file {f}" + (f", hunks {', '.join('#%d' % h.index for h in idx)}" if idx else "")
+    last = [ln for ln in output.splitlines() if ln.strip()]
+    return last[-1] if last else "git am failed"
+
+
+# ---------------------------------------------------------------------------------------------
+# Worktrees
+
+
+@dataclass(frozen=True, kw_only=True)
+class VariantState:
+    name: str
+    key: str
+    base: str
+    head: str
+    patches: list[dict]  # [{id, file, sha256, commit, local}]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def state_path(ws: Workspace, recipe: Recipe, variant: Variant) -> Path:
+    return ws.variants(recipe.name) / f"{variant.folder}.json"
+
+
+def tree_path(ws: Workspace, recipe: Recipe, variant: Variant) -> Path:
+    return ws.variants(recipe.name) / variant.folder
+
+
+def dirty_files(tree: Path) -> list[str]:
+    r = git.Repo(tree)
+    out = r.git.status("--porcelain", "--untracked-files=no")
+    return [ln[3:] for ln in out.splitlines() if ln.strip()]
+
+
+def checkout_base(repo: git.Repo, tree: Path, commit: str, prune: tuple[str, ...]) -> git.Repo:
+    """A worktree at `tree` on `commit` (detached), with the recipe's pruned paths left out."""
+    if not (tree / ".git").exists():
+        tree.parent.mkdir(parents=True, exist_ok=True)
+        repo.git.worktree("prune")
+        repo.git.worktree("add", "--no-checkout", "--detach", "--force", str(tree), commit)
+    wt = git.Repo(tree)
+    if prune:
+        wt.git.sparse_checkout("set", "--no-cone", "/*", *[f"!/{p.strip('/')}/" for p in prune])
+    if wt.git.rev_parse("--abbrev-ref", "HEAD") != "HEAD":
+        wt.git.checkout("--detach")
+    wt.git.am("--abort", with_exceptions=False)
+    wt.git.reset("--hard", commit)
+    return wt
+
+
+def am(wt: git.Repo, patch_file: Path, patch: Patch, variant: str) -> str:
+    env = {**os.environ, **GIT_ENV}
+    try:
+        wt.git.execute(
+            ["git", "am", "-3", "--keep-cr", "--committer-date-is-author-date", str(patch_file)],
+            env=env,
+        )
+    except git.GitCommandError as e:
+        out = f"{e.stdout or ''}\n{e.stderr or ''}"
+        wt.git.am("--abort", with_exceptions=False)
+        # `am -3` may fail before it says where (no usable blob ids); `apply --check` always says
+        _, _, check_err = wt.git.execute(["git", "apply", "--check", "--verbose", str(patch_file)], with_extended_output=True, with_exceptions=False)
+        out = f"{check_err}\n{out}"
+        raise ApplyError(f"variant {variant}: patch {patch.file} does not apply: {describe_failure(patch_file, out)}") from None
+    return wt.git.rev_parse("HEAD")
+
+
+def apply_variant(
+    recipe: Recipe, base: BaseInfo, ws: Workspace, variant: Variant, *, force: bool = False
+) -> tuple[VariantState, bool]:
+    """Make the variant's worktree; returns its state and whether anything was (re)done."""
+    from patchkit.source import open_cache_repo
+
+    key = variant_key(recipe, base, variant)
+    tree = tree_path(ws, recipe, variant)
+    spath = state_path(ws, recipe, variant)
+    old = VariantState(**read_json(spath)) if spath.is_file() else None  # type: ignore[arg-type]
+    with ws.lock(tree):
+        if (tree / ".git").exists():
+            wt = git.Repo(tree)
+            dirty = dirty_files(tree)
+            if dirty and not force:
+                raise ApplyError(
+                    f"variant {variant.name}: {tree} has uncommitted edits ({', '.join(dirty[:3])}"
+                    f"{', ...' if len(dirty) > 3 else ''}); commit them and run `patchkit refresh`, or pass --force"
+                )
+            head = wt.git.rev_parse("HEAD")
+            if old and old.key == key and old.head == head and not dirty:
+                return old, False
+            if old and head != old.head and not force:
+                raise ApplyError(
+                    f"variant {variant.name}: {tree} has commits patchkit did not make (HEAD {head[:12]}); "
+                    "run `patchkit refresh` to export them, or pass --force to discard"
+                )
+        repo = open_cache_repo(ws)
+        wt = checkout_base(repo, tree, base.commit, recipe.base.prune)
+        applied = []
+        spath.unlink(missing_ok=True)
+        try:
+            for p in (*recipe.local_patches, *variant.patches):
+                pf = recipe.patch_path(p)
+                commit = am(wt, pf, p, variant.name)
+                applied.append({"id": p.key, "file": p.file, "sha256": patch_sha256(pf), "commit": commit, "local": p.local})
+        except ApplyError:
+            wt.git.reset("--hard", base.commit)  # a failed variant is left clean at its base, with no state
+            raise
+        head = wt.git.rev_parse("HEAD")
+        branch = f"pk/{recipe.name}/{variant.branch_suffix}"
+        repo.git.update_ref(f"refs/heads/{branch}", head)
+        state = VariantState(name=variant.name, key=key, base=base.commit, head=head, patches=applied)
+        write_json(spath, state.to_dict())
+        return state, True
+
+
+def apply_all(
+    recipe: Recipe, base: BaseInfo, ws: Workspace, variants: list[Variant], *, force: bool = False
+) -> tuple[list[VariantState], list[ApplyError]]:
+    """Every variant is tried; failures are collected so one bad patch leaves the others intact."""
+    states, errors = [], []
+    for v in variants:
+        try:
+            state, changed = apply_variant(recipe, base, ws, v, force=force)
+            print(f"{v.name}: {'applied' if changed else 'up to date'} ({state.head[:12]})")
+            states.append(state)
+        except ApplyError as e:
+            print(f"{v.name}: FAILED: {e}")
+            errors.append(e)
+    return states, errors

@@ -1,0 +1,92 @@
+"""Session fixtures for integration tests: the real sdist fetched once, real git, real builds.
+
+The work folder persists across sessions in $PATCHKIT_TEST_WORK (default ~/.cache/patchkit-test) so a
+developer pays the download and the CPU build once; CI starts empty and pays them once per run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from patchkit import source
+from patchkit.recipe import load_recipe, parse_recipe
+from patchkit.workspace import Workspace
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "tests/integration/" in str(item.fspath):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def project_root() -> Path:
+    return ROOT
+
+
+@pytest.fixture(scope="session")
+def work() -> Workspace:
+    root = Path(os.environ.get("PATCHKIT_TEST_WORK", Path.home() / ".cache" / "patchkit-test"))
+    root.mkdir(parents=True, exist_ok=True)
+    return Workspace.at(root)
+
+
+@pytest.fixture(scope="session")
+def default_recipe():
+    return load_recipe(str(ROOT / "recipes" / "default.toml"))
+
+
+@pytest.fixture(scope="session")
+def base(work) -> source.BaseInfo:
+    """The pinned base from the real llama-cpp-python 0.3.36 sdist (downloaded once)."""
+    path = ROOT / "recipes" / "default.toml"
+    return source.fetch(parse_recipe(path.read_text(), path).base, work)
+
+
+def run_cli(*args: str, cwd: Path = ROOT, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, **(env or {})}
+    r = subprocess.run(["python", "-m", "patchkit", *args], cwd=cwd, env=full_env, capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise AssertionError(f"patchkit {' '.join(args)} exited {r.returncode}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr[-4000:]}")
+    return r
+
+
+@pytest.fixture(scope="session")
+def cli():
+    return run_cli
+
+
+def make_project(tmp: Path, recipe_text: str, patches: dict[str, str]) -> Path:
+    """A throwaway patchkit project: recipes/<name>.toml and patch files."""
+    (tmp / "recipes").mkdir(parents=True, exist_ok=True)
+    for rel, text in patches.items():
+        p = tmp / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    (tmp / "recipes" / "toy.toml").write_text(recipe_text)
+    return tmp
+
+
+@pytest.fixture
+def toy_project(tmp_path):
+    return lambda text, patches: make_project(tmp_path / "proj", text, patches)
+
+
+def copy_cache(src: Workspace, dst_root: Path) -> Workspace:
+    """A fresh work folder sharing the session's downloaded sdist (hard links: no second download)."""
+    dst = Workspace.at(dst_root)
+    (dst.cache / "sdist").mkdir(parents=True, exist_ok=True)
+    for f in (src.cache / "sdist").glob("*.tar.gz"):
+        target = dst.cache / "sdist" / f.name
+        try:
+            os.link(f, target)
+        except OSError:
+            shutil.copy2(f, target)
+    return dst
