@@ -137,6 +137,11 @@ def toolchain(opts: BuildOptions) -> Toolchain:
     for name, found in libs.items():
         if not found:
             raise ToolNotFound(f"{lib}: lib{name}.so not found in the nvidia-cublas wheel")
+    notes = [f"cuBLAS from the nvidia-cublas wheel at {lib.parent}"]
+    if not any(Path(d).glob("libcuda.so*") for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", str(root / "lib64" / "stubs"), *map(str, root.glob("targets/*/lib/stubs")))):
+        # ggml-cuda links CUDA::cuda_driver; without a driver or stub library only compiling works (--check)
+        args.append("-DCUDA_cuda_driver_LIBRARY=/usr/lib/x86_64-linux-gnu/libcuda.so")
+        notes.append("no libcuda.so (driver or stub): objects compile, binaries do not link")
     args += [
         f"-DCUDA_cublas_LIBRARY={libs['cublas'][0]}",
         f"-DCUDA_cublasLt_LIBRARY={libs['cublasLt'][0]}",
@@ -147,7 +152,7 @@ def toolchain(opts: BuildOptions) -> Toolchain:
     return Toolchain(
         cmake_args=tuple(args),
         env={"LIBRARY_PATH": f"{lib}:{os.environ.get('LIBRARY_PATH', '')}", "LD_LIBRARY_PATH": f"{lib}:{os.environ.get('LD_LIBRARY_PATH', '')}"},
-        notes=(f"cuBLAS from the nvidia-cublas wheel at {lib.parent}",),
+        notes=tuple(notes),
     )
 
 

@@ -48,6 +48,78 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true", help="compile only the translation units the series touches, per arch (no GPU needed)")
     p.add_argument("--force", action="store_true", help="discard uncommitted edits in variant trees")
 
+    def run_opts(p: argparse.ArgumentParser) -> None:
+        _common(p)
+        _build_opts(p)
+        p.add_argument("--run", default=None, help="resume (or name) this run folder instead of starting a new one")
+        p.add_argument("--redo", action="store_true", help="redo steps that finished in this run")
+        p.add_argument("--force", action="store_true", help="discard uncommitted edits in variant trees")
+
+    p = sub.add_parser("test", help="test-backend-ops test mode on every variant (suites from the recipe)")
+    run_opts(p)
+    p.add_argument("suites", nargs="*", help="suite names from the recipe's [suites] (default: all)")
+    p.add_argument("--filter", "-p", default=None, help="extra test-backend-ops -p regex (a subset of the suite)")
+    p.add_argument("--test-jobs", type=int, default=0, help="test-backend-ops -j (parallel test workers)")
+
+    p = sub.add_parser("bench", help="kernel timing (test-backend-ops perf), kernel path (ncu) or decode (llama-bench)")
+    run_opts(p)
+    p.add_argument("what", choices=("kernel", "path", "decode"))
+    p.add_argument("--rounds", type=int, default=0, help="interleaved rounds (default: recipe)")
+    p.add_argument("--params", default=None, help="test-backend-ops -p regex for kernel cases (default: recipe)")
+    p.add_argument("--test-file", default=None, help="exact test-backend-ops --test-file for kernel cases")
+    p.add_argument("--depths", type=lambda s: tuple(int(x) for x in s.split(",")), default=None, help="decode depths, e.g. 0,32768")
+    p.add_argument("--n-gen", type=int, default=0)
+    p.add_argument("--repetitions", type=int, default=0)
+
+    p = sub.add_parser("numerics", help="bit-identical outputs? first differences and KL divergence against base")
+    run_opts(p)
+    p.add_argument("--numerics-depths", type=lambda s: tuple(int(x) for x in s.split(",")), default=None)
+
+    p = sub.add_parser("run", help="the whole recipe, resumable: fetch, apply, build, test, bench, numerics, report")
+    run_opts(p)
+    p.add_argument("--skip", action="append", choices=("test", "bench-kernel", "kernel-path", "bench-decode", "numerics"))
+    p.add_argument("--label", default="", help="suffix of the run folder's name")
+    p.add_argument("--check-arch", action="append", default=[], help="also compile-check the touched translation units for this CUDA arch (repeatable)")
+    p.add_argument("--test-variant", action="append", default=[], help="run the test suites only on these variants (default: all)")
+    p.add_argument("--rounds", type=int, default=0)
+    p.add_argument("--depths", type=lambda s: tuple(int(x) for x in s.split(",")), default=None)
+    p.add_argument("--numerics-depths", type=lambda s: tuple(int(x) for x in s.split(",")), default=None)
+    p.add_argument("--filter", "-p", default=None, help="extra test-backend-ops -p regex for the test suites")
+    p.add_argument("--test-jobs", type=int, default=0)
+    p.add_argument("--n-gen", type=int, default=0)
+    p.add_argument("--repetitions", type=int, default=0)
+    p.add_argument("--params", default=None, help="test-backend-ops -p regex for kernel cases (default: recipe)")
+    p.add_argument("--test-file", default=None)
+    p.set_defaults(suites=None)
+
+    p = sub.add_parser("model", help="write the synthetic default model (GGUF)")
+    _common(p)
+    p.add_argument("action", choices=("synth",))
+    p.add_argument("-o", "--output", default=None)
+
+    p = sub.add_parser("report", help="render the PR description from stored results")
+    _common(p)
+    p.add_argument("runs", nargs="*", help="run folders (default: the recipe's latest run)")
+    p.add_argument("--format", choices=("md", "json"), default="md")
+    p.add_argument("-o", "--output", default=None)
+    p.add_argument("--force", action="store_true", help="merge runs even where fingerprints differ")
+
+    p = sub.add_parser("parse", help="print the parsed records of a tool's output as JSON")
+    p.add_argument("--tool", required=True, choices=("test-backend-ops", "perf-sql", "perf", "llama-bench", "llama-bench-jsonl", "ncu"))
+    p.add_argument("file")
+
+    # commands that live with their stage (each module: add_parsers(sub, common, build_opts) and
+    # set_defaults(func=...) on its parsers)
+    import importlib
+
+    for name in ("maintain", "wheel"):
+        try:
+            mod = importlib.import_module(f"patchkit.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"patchkit.{name}":
+                raise
+            continue
+        mod.add_parsers(sub, _common, _build_opts)
     return parser
 
 
@@ -57,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     from patchkit import workflow
 
     try:
-        return getattr(workflow, "cmd_" + args.command.replace("-", "_"))(args)
+        func = getattr(args, "func", None) or getattr(workflow, "cmd_" + args.command.replace("-", "_"))
+        return func(args)
     except PatchkitError as e:
         print(f"patchkit: error: {e}", file=sys.stderr)
         return e.exit_code

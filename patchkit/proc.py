@@ -56,10 +56,12 @@ def run(
     echo: bool = True,
     stream: bool = False,
     on_line: "Callable[[str], None] | None" = None,
+    separate_stderr: bool = False,
 ) -> Completed:
     """Run `argv` (no shell). stdout+stderr go to `log` (with the command line as its first line).
 
-    Output is shown only on failure (last lines) unless `stream`. With `check`, a non-zero exit or a
+    Output is shown only on failure (last lines) unless `stream`. With `separate_stderr`, the log
+    still gets both streams but `Completed.stdout` holds stdout alone (e.g. generated text). With `check`, a non-zero exit or a
     timeout raises CommandError naming the program, the exit code and the log. With `check=False` the
     caller gets the Completed and decides (used where a failing tool is a result, e.g. a test run).
     """
@@ -81,10 +83,17 @@ def run(
         logf.write(f"$ {cmdline}\n" + (f"# cwd: {cwd}\n" if cwd else ""))
         logf.flush()
 
-    def pump(stream_in) -> None:
+    lock = threading.Lock()
+
+    def pump(stream_in, keep: bool = True) -> None:
         for line in stream_in:
-            out_chunks.append(line)
-            if logf:
+            if keep:
+                out_chunks.append(line)
+            with lock:
+                if logf:
+                    logf.write(line)
+            if not keep:
+                continue
                 logf.write(line)
             if stream:
                 sys.stderr.write(line)
@@ -97,14 +106,17 @@ def run(
             cwd=cwd,
             env=full_env,
             stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+            stderr=subprocess.PIPE if separate_stderr else subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             text=True,
             errors="replace",
             start_new_session=True,
         ) as p:
-            reader = threading.Thread(target=pump, args=(p.stdout,), daemon=True)
-            reader.start()
+            readers = [threading.Thread(target=pump, args=(p.stdout,), daemon=True)]
+            if separate_stderr:
+                readers.append(threading.Thread(target=pump, args=(p.stderr, False), daemon=True))
+            for reader in readers:
+                reader.start()
             try:
                 returncode = p.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
@@ -115,7 +127,8 @@ def run(
                 os.killpg(p.pid, signal.SIGTERM)
                 p.wait()
                 raise
-            reader.join(timeout=10)
+            for reader in readers:
+                reader.join(timeout=10)
     finally:
         if logf:
             logf.close()

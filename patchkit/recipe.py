@@ -87,6 +87,7 @@ class KernelBench:
     test_file: str = ""  # exact test file (test-backend-ops --test-file), replaces params
     rounds: int = 3
     backend: str = ""  # default: the build's backend device (CUDA0 / CPU)
+    path_params: str = ""  # regex: which of the timed cases get kernel names (ncu); empty: all
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -120,7 +120,7 @@ def patch_subject(patch_text: str) -> str:
             subj = line[len("Subject: ") :]
             for cont in lines[i + 1 :]:
                 if cont.startswith((" ", "\t")):
-                    subj += cont[1:] if cont.startswith(" ") else cont.strip()
+                    subj += cont if cont.startswith(" ") else " " + cont.strip()
                 else:
                     break
             return re.sub(r"^\[PATCH[^\]]*\]\s*", "", subj).strip()

@@ -6,13 +6,15 @@ Each `cmd_*` function takes the parsed CLI arguments; the stage modules hold the
 from __future__ import annotations
 
 import argparse
+import hashlib
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from patchkit import build as build_mod
 from patchkit import series, source
-from patchkit.errors import ApplyError, BuildError
+from patchkit.errors import ApplyError, BuildError, PatchkitError, RecipeError
 from patchkit.recipe import Recipe, load_recipe
 from patchkit.workspace import Workspace
 
@@ -77,4 +79,265 @@ def cmd_build(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     results = build_mod.build_variants(ctx.recipe, base, ctx.ws, states, opts, logs=ctx.logs)
     print(f"built {len(results)} variants in {time.monotonic() - t0:.0f} s")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Runs: a results bundle, the steps that fill it, and the resumable pipeline
+
+from patchkit import env as env_mod  # noqa: E402
+from patchkit import run as run_mod  # noqa: E402
+from patchkit.results import Bundle, Status, Step, latest_run, new_run_id  # noqa: E402
+from patchkit.workspace import write_json  # noqa: E402
+
+
+def device_name(backend: str) -> str:
+    return "CUDA0" if backend == "cuda" else "CPU"
+
+
+def recipe_info(recipe: Recipe) -> dict:
+    pats = []
+    for p in recipe.series:
+        text = recipe.patch_path(p).read_text(encoding="utf-8", errors="replace")
+        pats.append({
+            "id": p.key, "file": p.file, "subject": p.title or series.patch_subject(text), "body": series.patch_body(text),
+            "upstream_pr": p.upstream_pr, "depends_on": list(p.depends_on), "local": p.local, "sha256": series.patch_sha256(recipe.patch_path(p)),
+        })  # fmt: skip
+    pr = [x for x in pats if not x["local"]]
+    return {
+        "title": recipe.prose.title or (pr[-1]["subject"] if pr else recipe.name),
+        "overview": recipe.prose.overview.strip(), "notes": list(recipe.prose.notes), "ai_disclosure": recipe.prose.ai_disclosure.strip(),
+        "patches": pats,
+    }  # fmt: skip
+
+
+def open_bundle(ctx: Context, base: source.BaseInfo, states: list[series.VariantState], opts: build_mod.BuildOptions, run: str | None, label: str) -> Bundle:
+    runs = ctx.ws.runs(ctx.recipe.name)
+    if run:
+        path = Path(run) if Path(run).is_dir() else runs / run
+        if (path / "results.json").is_file():
+            return Bundle.open(path)
+        run_id = path.name
+    else:
+        run_id = new_run_id(label)
+    b = Bundle.create(runs, recipe=ctx.recipe.name, run_id=run_id, meta={
+        "base": base.to_dict(), "variants": [s.to_dict() for s in states], "recipe_info": recipe_info(ctx.recipe),
+        "backend": opts.backend, "archs": list(opts.archs),
+    })  # fmt: skip
+    fp = env_mod.fingerprint(cmake_flags=list(build_mod.toolchain(opts).cmake_args) + list(opts.cmake_options), base=base.commit,
+                             patches={p.file: series.patch_sha256(ctx.recipe.patch_path(p)) for p in ctx.recipe.series})  # fmt: skip
+    write_json(b.path / "env.json", fp)
+    print(f"run folder: {b.path}")
+    return b
+
+
+def _timed(name: str, fn) -> Step:
+    t0 = time.monotonic()
+    try:
+        step = fn()
+    except PatchkitError as e:
+        step = Step(name=name, status=Status.ERROR, reason=str(e))
+    if not step.seconds:
+        step.seconds = round(time.monotonic() - t0, 1)
+    return step
+
+
+def _record(bundle: Bundle, step: Step) -> Step:
+    bundle.record(step)
+    mark = {"ok": "ok", "fail": "FAIL", "not_run": "not run", "error": "ERROR"}[step.status.value]
+    print(f"[{step.name}] {mark} in {step.seconds:.0f} s{': ' + step.reason if step.reason else ''}")
+    return step
+
+
+def step_build(ctx: Context, bundle: Bundle, base, states, opts) -> list[run_mod.Bins]:
+    name = f"build:{opts.config}"
+    results = build_mod.build_variants(ctx.recipe, base, ctx.ws, states, opts, logs=bundle.raw)
+    prev = bundle.step(name)
+    if prev is None or prev.status != Status.OK:
+        _record(bundle, Step(
+            name=name, status=Status.OK, seconds=round(sum(r.seconds for r in results), 1),
+            logs=[bundle.rel(Path(r.log)) for r in results if not r.reused and Path(r.log).is_relative_to(bundle.path)],
+            data={"options": opts.key_material(), "cmake_args": list(build_mod.toolchain(opts).cmake_args), "variants": [r.to_dict() for r in results]},
+        ))  # fmt: skip
+    return [run_mod.Bins(variant=r.variant, dir=Path(r.bin_dir)) for r in results]
+
+
+def synth_model(ctx: Context, base: source.BaseInfo, out: Path | None = None) -> tuple[Path, dict]:
+    from patchkit import model as model_mod
+
+    spec = model_mod.spec_from_mapping(ctx.recipe.model)
+    path = out or ctx.ws.cache / "models" / f"synthetic-{hashlib.sha256(repr(spec).encode()).hexdigest()[:12]}.gguf"
+    if not path.is_file():
+        tree = ctx.ws.variants(ctx.recipe.name) / "base"
+        model_mod.write_synthetic_gguf(path, spec, gguf_py=tree if tree.is_dir() else None)
+    return path, model_mod.describe(spec, path)
+
+
+def decode_model(ctx: Context, base) -> tuple[Path, dict]:
+    if ctx.recipe.decode.model:
+        p = Path(ctx.recipe.decode.model).expanduser()
+        if not p.is_file():
+            raise RecipeError(f"{ctx.recipe.path}: bench.decode.model: {p}: file not found")
+        return p, {"path": str(p), "synthetic": False, "size": p.stat().st_size}
+    path, info = synth_model(ctx, base)
+    return path, {**info, "synthetic": True}
+
+
+STEP_ORDER = ("test", "bench-kernel", "kernel-path", "bench-decode", "numerics")
+
+
+def run_steps(ctx: Context, args: argparse.Namespace, wanted: tuple[str, ...], *, label: str) -> Bundle:
+    """fetch -> apply -> build -> the wanted measurement steps, recorded in one bundle; finished steps are skipped."""
+    base = step_fetch(ctx)
+    states = step_apply(ctx, base, only=tuple(getattr(args, "variant", []) or ()), force=getattr(args, "force", False))
+    opts = build_mod.options_from(ctx.recipe, backend=args.backend, archs=tuple(args.arch), jobs=args.jobs, extra=tuple(getattr(args, "cmake_option", []) or ()))
+    bundle = open_bundle(ctx, base, states, opts, getattr(args, "run", None), label)
+    bins = step_build(ctx, bundle, base, states, opts)
+    dev = device_name(opts.backend)
+    r = ctx.recipe
+
+    def todo(name: str) -> bool:
+        s = bundle.step(name)
+        if s is not None and s.done and not getattr(args, "redo", False):
+            print(f"[{name}] done earlier ({s.status.value}), skipped")
+            return False
+        return True
+
+    for arch in getattr(args, "check_arch", None) or ():
+        name = f"check:cuda-{arch}"
+        if todo(name):
+            def check(arch=arch) -> Step:
+                one = build_mod.options_from(r, backend="cuda", archs=(arch,), jobs=args.jobs, extra=tuple(getattr(args, "cmake_option", []) or ()))
+                items = build_mod.check(r, base, ctx.ws, states, one, logs=bundle.raw)
+                bad = [i for i in items if not i.ok]
+                return Step(name=name, status=Status.FAIL if bad else Status.OK, reason=f"{len(bad)} of {len(items)} translation units failed" if bad else "",
+                            logs=sorted({bundle.rel(p) for p in bundle.raw.glob(f"check-*{arch}*.log")}), data={"items": [i.to_dict() for i in items]})
+            _record(bundle, _timed(name, check))
+    test_bins = [b for b in bins if b.variant in args.test_variant] if getattr(args, "test_variant", None) else bins
+    if "test" in wanted:
+        suites = getattr(args, "suites", None) or list(r.suites)
+        for suite in suites:
+            if suite not in r.suites:
+                from patchkit.recipe import _hint
+
+                raise RecipeError(f"{r.path}: no suite {suite!r} in [suites]{_hint(suite, r.suites)}")
+            extra = tuple(getattr(args, "filter", None) and ["-p", args.filter] or ())
+            if todo(f"test:{suite}"):
+                _record(bundle, _timed(f"test:{suite}", lambda: run_mod.run_tests(bundle, test_bins, suite=suite, args=tuple(r.suites[suite]) + extra, backend=dev, jobs=getattr(args, "test_jobs", 0) or 0)))
+    peak = (bundle.env.get("gpu") or {}).get("peak_bw_gbs")
+    if "bench-kernel" in wanted and todo("bench:kernel"):
+        k = r.kernel
+        _record(bundle, _timed("bench:kernel", lambda: run_mod.run_kernel_bench(bundle, bins, backend=k.backend or dev, op=k.op, params=getattr(args, "params", None) or k.params, test_file=getattr(args, "test_file", None) or k.test_file, rounds=getattr(args, "rounds", 0) or k.rounds, peak_bw_gbs=peak)))
+    if "kernel-path" in wanted and todo("kernel-path"):
+        kb = bundle.step("bench:kernel")
+        cases = [c["params"] for c in (kb.data.get("cases", []) if kb else [])]
+        if opts.backend != "cuda":
+            _record(bundle, Step(name="kernel-path", status=Status.NOT_RUN, reason="kernel names need a CUDA build and ncu"))
+        elif not cases:
+            _record(bundle, Step(name="kernel-path", status=Status.NOT_RUN, reason="no kernel cases (bench:kernel did not run)"))
+        else:
+            if r.kernel.path_params:
+                cases = [c for c in cases if re.search(r.kernel.path_params, c)]
+            _record(bundle, _timed("kernel-path", lambda: run_mod.run_kernel_path(bundle, bins, backend=dev, op=r.kernel.op, cases=cases)))
+    if "bench-decode" in wanted and todo("bench:decode"):
+        d = r.decode
+        depths = tuple(getattr(args, "depths", None) or d.depths)
+
+        def decode() -> Step:
+            model, info = decode_model(ctx, base)
+            return run_mod.run_decode(bundle, bins, model=model, model_info=info, depths=depths, type_k=d.cache_type_k, type_v=d.cache_type_v,
+                                      n_gen=getattr(args, "n_gen", 0) or d.n_gen, repetitions=getattr(args, "repetitions", 0) or d.repetitions,
+                                      rounds=getattr(args, "rounds", 0) or 1, threads=d.threads, ngl=99 if opts.backend == "cuda" else 0, extra=d.extra_args)  # fmt: skip
+
+        _record(bundle, _timed("bench:decode", decode))
+    if "numerics" in wanted and todo("numerics"):
+        n = r.numerics
+
+        def numerics() -> Step:
+            model, _ = decode_model(ctx, base)
+            depths = tuple(getattr(args, "numerics_depths", None) or n.depths)
+            return run_mod.run_numerics(bundle, bins, model=model, prompts=n.prompts, depths=depths, n_predict=n.n_predict,
+                                        type_k=r.decode.cache_type_k, type_v=r.decode.cache_type_v, kl_ctx=n.kl_ctx, kl_chunks=n.kl_chunks)  # fmt: skip
+
+        _record(bundle, _timed("numerics", numerics))
+    return bundle
+
+
+def _exit_for(bundle: Bundle, names: list[str]) -> int:
+    bad = []
+    for n in names:
+        s = bundle.step(n)
+        if s is None or s.status != Status.OK:
+            bad.append(f"{n}: {s.status.value if s else 'missing'}{' (' + s.reason + ')' if s and s.reason else ''}")
+    if bad:
+        print("not ok: " + "; ".join(bad))
+        return 1
+    return 0
+
+
+def cmd_test(args: argparse.Namespace) -> int:
+    ctx = Context.from_args(args)
+    bundle = run_steps(ctx, args, ("test",), label="test")
+    suites = args.suites or list(ctx.recipe.suites)
+    return _exit_for(bundle, [f"test:{s}" for s in suites])
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    ctx = Context.from_args(args)
+    what = {"kernel": ("bench-kernel",), "decode": ("bench-decode",), "path": ("bench-kernel", "kernel-path")}[args.what]
+    bundle = run_steps(ctx, args, what, label=f"bench-{args.what}")
+    return _exit_for(bundle, [{"bench-kernel": "bench:kernel", "bench-decode": "bench:decode", "kernel-path": "kernel-path"}[w] for w in what])
+
+
+def cmd_numerics(args: argparse.Namespace) -> int:
+    ctx = Context.from_args(args)
+    return _exit_for(run_steps(ctx, args, ("numerics",), label="numerics"), ["numerics"])
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """The whole recipe: fetch, apply, build, test, bench kernel, kernel path, decode, numerics, report."""
+    ctx = Context.from_args(args)
+    skip = set(args.skip or ())
+    wanted = tuple(s for s in STEP_ORDER if s not in skip)
+    bundle = run_steps(ctx, args, wanted, label=args.label or "run")
+    from patchkit import report
+
+    report.report_main([bundle.path], "md", bundle.path / "report.md")
+    print(f"report: {bundle.path / 'report.md'}")
+    return 0
+
+
+def cmd_model(args: argparse.Namespace) -> int:
+    ctx = Context.from_args(args)
+    base = step_fetch(ctx)
+    path, info = synth_model(ctx, base, Path(args.output) if args.output else None)
+    print(f"{path}: {info.get('n_params')} parameters, {info.get('file_size')} bytes")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from patchkit import report
+
+    paths = [Path(p) for p in args.runs]
+    if not paths:
+        ctx = Context.from_args(args)
+        paths = [latest_run(ctx.ws.runs(ctx.recipe.name))]
+    return report.report_main(paths, args.format, Path(args.output) if args.output else None, force=args.force)
+
+
+def cmd_parse(args: argparse.Namespace) -> int:
+    import json
+
+    from patchkit import parse
+
+    text = parse.read_log(args.file)
+    fn = {
+        "test-backend-ops": lambda: parse.parse_test_console(text, args.file).to_dict(),
+        "perf-sql": lambda: [r.to_dict() for r in parse.parse_perf_sql(text, args.file)],
+        "perf": lambda: [r.to_dict() for r in parse.parse_perf_console(text, args.file)],
+        "llama-bench": lambda: [r.to_dict() for r in parse.parse_llama_bench_json(text, args.file)],
+        "llama-bench-jsonl": lambda: [r.to_dict() for r in parse.parse_llama_bench_jsonl(text, args.file)],
+        "ncu": lambda: [r.to_dict() for r in parse.parse_ncu_csv(text, args.file)],
+    }[args.tool]
+    print(json.dumps(fn(), indent=2, sort_keys=True, default=str))
     return 0

@@ -1,0 +1,164 @@
+"""The environment fingerprint of a run: GPU, driver, CUDA, compilers, OS, build flags, base, patches.
+
+GPU properties come from the CUDA driver API through ctypes (libcuda), which every machine with an
+NVIDIA driver has; no toolkit or Python GPU package is needed. Peak DRAM bandwidth is computed from
+the memory clock and bus width the driver reports (2 transfers per clock).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+from typing import Any
+
+# CUdevice_attribute values (cuda.h)
+_ATTR = {
+    "cc_major": 75,
+    "cc_minor": 76,
+    "sm_count": 16,
+    "smem_per_sm": 81,
+    "smem_per_block_optin": 97,
+    "l2_bytes": 38,
+    "mem_clock_khz": 36,
+    "bus_width_bits": 37,
+    "sm_clock_khz": 13,
+}
+
+
+def _version(argv: list[str], pattern: str | None = None) -> str | None:
+    """The first line a tool prints for its version, or the pattern's first group where given."""
+    exe = shutil.which(argv[0]) or (argv[0] if os.access(argv[0], os.X_OK) else None)
+    if not exe:
+        return None
+    try:
+        out = subprocess.run([exe, *argv[1:]], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if pattern:
+        m = re.search(pattern, out)
+        return m.group(1) if m else None
+    lines = out.strip().splitlines()
+    return lines[0].strip() if lines else None
+
+
+def cuda_devices() -> list[dict[str, Any]]:
+    """Properties of each CUDA device from the driver API, [] where there is no driver or device."""
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return []
+    if cuda.cuInit(0) != 0:
+        return []
+    n = ctypes.c_int()
+    if cuda.cuDeviceGetCount(ctypes.byref(n)) != 0:
+        return []
+    drv = ctypes.c_int()
+    cuda.cuDriverGetVersion(ctypes.byref(drv))
+    out = []
+    for i in range(n.value):
+        dev = ctypes.c_int()
+        if cuda.cuDeviceGet(ctypes.byref(dev), i) != 0:
+            continue
+        name = ctypes.create_string_buffer(256)
+        cuda.cuDeviceGetName(name, 256, dev)
+        total = ctypes.c_size_t()
+        cuda.cuDeviceTotalMem_v2(ctypes.byref(total), dev)
+        attrs = {}
+        for key, code in _ATTR.items():
+            v = ctypes.c_int()
+            attrs[key] = v.value if cuda.cuDeviceGetAttribute(ctypes.byref(v), code, dev) == 0 else None
+        peak = None
+        if attrs["mem_clock_khz"] and attrs["bus_width_bits"]:
+            peak = 2 * attrs["mem_clock_khz"] * 1e3 * attrs["bus_width_bits"] / 8 / 1e9
+        out.append(
+            {
+                "index": i,
+                "name": name.value.decode(errors="replace"),
+                "cc": f"{attrs['cc_major']}.{attrs['cc_minor']}",
+                "sm_count": attrs["sm_count"],
+                "smem_per_sm_kb": (attrs["smem_per_sm"] or 0) // 1024,
+                "smem_per_block_optin_kb": (attrs["smem_per_block_optin"] or 0) // 1024,
+                "l2_mb": round((attrs["l2_bytes"] or 0) / 2**20, 1),
+                "mem_total_mb": total.value // 2**20,
+                "mem_clock_mhz": (attrs["mem_clock_khz"] or 0) // 1000,
+                "bus_width_bits": attrs["bus_width_bits"],
+                "peak_bw_gbs": round(peak, 1) if peak else None,
+                "sm_clock_max_mhz": (attrs["sm_clock_khz"] or 0) // 1000,
+                "driver_api": f"{drv.value // 1000}.{drv.value % 1000 // 10}",
+            }
+        )
+    return out
+
+
+def _nvidia_smi() -> dict[str, str]:
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return {}
+    try:
+        out = subprocess.run(
+            [exe, "--query-gpu=driver_version,clocks.max.sm,clocks.max.mem,power.limit,pstate", "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=30,
+        ).stdout.strip().splitlines()  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    if not out:
+        return {}
+    parts = [p.strip() for p in out[0].split(",")]
+    keys = ["driver", "clocks_max_sm_mhz", "clocks_max_mem_mhz", "power_limit_w", "pstate"]
+    return dict(zip(keys, parts))
+
+
+def _cpu() -> dict[str, Any]:
+    model = platform.processor()
+    try:
+        for line in open("/proc/cpuinfo", encoding="utf-8"):
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"model": model, "cores": os.cpu_count()}
+
+
+def fingerprint(*, cmake_flags: list[str] | None = None, base: str = "", patches: dict[str, str] | None = None, gpu_index: int = 0) -> dict[str, Any]:
+    devices = cuda_devices()
+    gpu = None
+    if devices:
+        gpu = dict(devices[min(gpu_index, len(devices) - 1)])
+        gpu.update(_nvidia_smi())
+        gpu["count"] = len(devices)
+    nvcc = _version(["nvcc", "--version"], r"release (\d+\.\d+)")
+    if nvcc is None and os.path.exists("/usr/local/cuda/bin/nvcc"):
+        nvcc = _version(["/usr/local/cuda/bin/nvcc", "--version"], r"release (\d+\.\d+)")
+    return {
+        "host": socket.gethostname(),
+        "os": {"system": platform.system(), "release": platform.release(), "machine": platform.machine()},
+        "python": platform.python_version(),
+        "cpu": _cpu(),
+        "gpu": gpu,
+        "cuda": {"nvcc": nvcc, "driver_api": gpu.get("driver_api") if gpu else None} if (gpu or nvcc) else None,
+        "compiler": {"c": _version(["cc", "--version"]), "cxx": _version(["c++", "--version"])},
+        "cmake": _version(["cmake", "--version"]),
+        "ninja": _version(["ninja", "--version"]),
+        "git": _version(["git", "--version"]),
+        "cmake_flags": list(cmake_flags or []),
+        "base": base,
+        "patches": dict(patches or {}),
+    }
+
+
+def comparable(a: dict[str, Any], b: dict[str, Any]) -> str | None:
+    """Why two fingerprints make a comparison meaningless, or None if they may be compared."""
+    if a.get("base") != b.get("base"):
+        return f"different base commits ({a.get('base', '')[:12]} vs {b.get('base', '')[:12]})"
+    if a.get("patches") != b.get("patches"):
+        return "different patch contents (sha256s differ)"
+    ga, gb = (a.get("gpu") or {}).get("name"), (b.get("gpu") or {}).get("name")
+    if ga != gb:
+        return f"different GPUs ({ga} vs {gb})"
+    return None

@@ -1,0 +1,57 @@
+"""The decode plot: t/s against depth, one line per variant (and per GPU when runs are merged), error
+bars from the stored 95 % interval. Matplotlib's object API with the Agg canvas (no pyplot, no global
+state), the default style, and no 'Software' metadata, so the same data give the same PNG bytes."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+
+def decode_series(ev: dict[str, Any]) -> list[dict[str, Any]]:
+    """Series from the report evidence: label, depths, medians, interval bounds (sorted by depth)."""
+    runs = [e for e in ev["decode"]["runs"] if e.get("rows")]
+    multi = len(ev["runs"]) > 1
+    configs = {(x.get("n_gen"), x.get("type_k"), x.get("type_v")) for e in runs for x in e["rows"]}
+    order = list(ev.get("variants") or [])
+    out = []
+    for e in runs:
+        groups: dict[tuple, list[dict]] = {}
+        for x in e["rows"]:
+            groups.setdefault((x["variant"], x.get("n_gen"), x.get("type_k"), x.get("type_v")), []).append(x)
+        rank = {v: i for i, v in enumerate(order)}
+        for (v, ng, tk, tv), xs in sorted(groups.items(), key=lambda kv: (rank.get(kv[0][0], len(rank)), str(kv[0]))):
+            xs = sorted(xs, key=lambda x: x["depth"])
+            label = v if not multi else f"{e['gpu']}: {v}"
+            if len(configs) > 1:
+                label += f" (tg{ng}, {tk}/{tv})"
+            out.append({"label": label, "depth": [x["depth"] for x in xs], "median": [x["median"] for x in xs],
+                        "ci_low": [x["ci_low"] for x in xs], "ci_high": [x["ci_high"] for x in xs]})  # fmt: skip
+    return out
+
+
+def decode_png(series: list[dict[str, Any]], *, title: str = "Decode throughput by depth") -> bytes:
+    import matplotlib
+    import matplotlib.style
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    with matplotlib.style.context("default"), matplotlib.rc_context({"svg.hashsalt": "patchkit", "path.simplify": True}):
+        fig = Figure(figsize=(7.0, 4.2), dpi=100)
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+        for s in series:
+            lo = [max(m - a, 0.0) for m, a in zip(s["median"], s["ci_low"])]
+            hi = [max(b - m, 0.0) for m, b in zip(s["median"], s["ci_high"])]
+            ax.errorbar(s["depth"], s["median"], yerr=[lo, hi], marker="o", capsize=3, label=s["label"])
+        ax.set_xlabel("depth (tokens in the KV cache)")
+        ax.set_ylabel("decode t/s (median, 95 % interval)")
+        ax.set_title(title)
+        ax.grid(True, alpha=0.3)
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize="small")
+        fig.tight_layout()
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", metadata={"Software": None})
+    return buf.getvalue()

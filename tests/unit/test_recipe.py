@@ -1,0 +1,64 @@
+from pathlib import Path
+
+import pytest
+
+from patchkit.errors import RecipeError
+from patchkit.recipe import load_recipe, parse_recipe
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE = """
+[base]
+upstream = "ggml-org/llama.cpp@0c1e57098bba43ac29e6e3b677cdceebdd22334f"
+[base.sdist]
+name = "llama-cpp-python"
+version = "0.3.36"
+sha256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
+"""
+
+
+def test_default_recipe_loads_with_its_series():
+    r = load_recipe(str(ROOT / "recipes" / "default.toml"))
+    assert [p.key for p in r.pr_patches] == ["0001", "0002"]
+    assert [p.key for p in r.local_patches] == ["perf-cases"]
+    assert r.series[1].depends_on == ("0001",)
+    assert r.base.route == "sdist" and r.base.git.commit.startswith("0c1e57098")
+    assert r.suites["flash_attn"] == ("-o", "FLASH_ATTN_EXT")
+    assert r.decode.depths == (0, 32768, 122880)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (BASE + "[bild]\n", "unknown key 'bild' (did you mean 'build'?)"),
+        (BASE + "[build]\nbackend = 'cuda'\narchs = ['89']\n", "unknown key 'build.archs' (did you mean 'arch'?)"),
+        (BASE + "[build]\njobs = 'four'\n", "build.jobs: expected int, got str 'four'"),
+        (BASE + "[bench.decode]\ndepths = [0, 'x']\n", "bench.decode.depths[1]: expected int"),
+        (BASE.replace('sha256 = "832d', 'sha256 = "zz32d'), "base.sdist.sha256: expected 64 hex digits"),
+        ("[base]\nsource = 'git'\n", "base.source is 'git' but there is no [base.git] table"),
+        (BASE + "[[series]]\nfile = 'a.patch'\ndepends-on = ['0009']\n", "series[0].depends_on: unknown patch '0009'"),
+        (BASE + "[[series]]\nfile = '0001-a.patch'\ndepends-on = ['0002']\n[[series]]\nfile = '0002-b.patch'\n", "'0002' must come before '0001'"),
+        (BASE + "[build\n", "TOML syntax error"),
+    ],
+)
+def test_bad_recipes_name_the_file_and_key(text, message):
+    with pytest.raises(RecipeError) as e:
+        parse_recipe(text, Path("recipes/x.toml"))
+    assert str(e.value).startswith("recipes/x.toml: ")
+    assert message in str(e.value)
+
+
+def test_toml_syntax_error_names_the_line():
+    with pytest.raises(RecipeError, match=r"line 3"):
+        parse_recipe('[base]\nupstream = "x"\nbroken = \n', Path("r.toml"))
+
+
+def test_missing_patch_file_is_named(tmp_path):
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "r.toml").write_text(BASE + "[[series]]\nfile = 'patches/0001-missing.patch'\n")
+    with pytest.raises(RecipeError, match=r"series\[0\]\.file: patches/0001-missing.patch: patch file not found"):
+        load_recipe(str(tmp_path / "recipes" / "r.toml"))
+
+
+def test_missing_recipe_is_named(tmp_path):
+    with pytest.raises(RecipeError, match="recipes/nope.toml: recipe not found"):
+        load_recipe("nope", cwd=tmp_path)
