@@ -138,7 +138,7 @@ def toolchain(opts: BuildOptions) -> Toolchain:
         if not found:
             raise ToolNotFound(f"{lib}: lib{name}.so not found in the nvidia-cublas wheel")
     notes = [f"cuBLAS from the nvidia-cublas wheel at {lib.parent}"]
-    if not any(Path(d).glob("libcuda.so*") for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", str(root / "lib64" / "stubs"), *map(str, root.glob("targets/*/lib/stubs")))):
+    if not any(any(Path(d).glob("libcuda.so*")) for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", str(root / "lib64" / "stubs"), *map(str, root.glob("targets/*/lib/stubs")))):
         # ggml-cuda links CUDA::cuda_driver; without a driver or stub library only compiling works (--check)
         args.append("-DCUDA_cuda_driver_LIBRARY=/usr/lib/x86_64-linux-gnu/libcuda.so")
         notes.append("no libcuda.so (driver or stub): objects compile, binaries do not link")

@@ -81,16 +81,23 @@ def export_patch(cwd: Path, commit: str) -> bytes:
     return r.stdout
 
 
-def range_diff(old_base: str, old_commits: list[str], new_base: str, new_commits: list[str], *, cwd: Path) -> str:
-    """`git range-diff` of the series on the old base against the series on the new base.
+def range_diff(old_base: str, old_commits: list[str], new_base: str, new_commits: list[str], *, ws: Workspace | None = None, cwd: Path | None = None) -> str:
+    """`git range-diff` of the series on the old base against the series on the new base, in the
+    cache repo (`ws`) or in a worktree of it (`cwd`).
 
-    Each list is a chain of commits on its base, in order (the last is the tip). `cwd` is any
-    worktree of the cache repo, or the cache repo itself."""
+    Each list is a chain of commits on its base, in order (the last is the tip)."""
     old_tip = old_commits[-1] if old_commits else old_base
     new_tip = new_commits[-1] if new_commits else new_base
     if old_tip == old_base and new_tip == new_base:
         return ""
-    r = _git(cwd, "range-diff", "--no-color", f"{old_base}..{old_tip}", f"{new_base}..{new_tip}")
+    if cwd is None:
+        if ws is None:
+            raise ValueError("range_diff: give ws or cwd")
+        source.open_cache_repo(ws)
+        where, env = ws.repo, {"GIT_DIR": str(ws.repo)}
+    else:
+        where, env = cwd, None
+    r = _git(where, "range-diff", "--no-color", f"{old_base}..{old_tip}", f"{new_base}..{new_tip}", env=env)
     if r.returncode != 0:
         raise ApplyError(f"git range-diff: {_out(r).strip()}")
     return r.stdout.decode("utf-8", "replace")
@@ -217,7 +224,7 @@ def try_series(ws: Workspace, tree: Path, base_commit: str, patches: list[tuple[
     """Try every patch on `base_commit` in the worktree `tree` (made or reset here), in order."""
     repo = source.open_cache_repo(ws)
     with ws.lock(tree):
-        wt = series.checkout_base(repo, tree, base_commit, prune)
+        series.checkout_base(repo, tree, base_commit, prune)
         results: list[PatchResult] = []
         with tempfile.TemporaryDirectory(dir=tree.parent, prefix=".index-") as tmp:
             base_index = {"GIT_INDEX_FILE": str(Path(tmp) / "base-index")}
@@ -226,8 +233,6 @@ def try_series(ws: Workspace, tree: Path, base_commit: str, patches: list[tuple[
                 raise ApplyError(f"git read-tree {base_commit[:12]}: {_out(r).strip()}")
             for patch, pf in patches:
                 results.append(_try_one(tree, patch, pf, base_index, results))
-        head = wt.git.rev_parse("HEAD")
-        _ = head
     return Trial(base=base_commit, results=results)
 
 
@@ -237,7 +242,7 @@ _CONFLICT_FILE = re.compile(r"^CONFLICT \([^)]*\): (?:Merge conflict in )?(\S+)"
 def _try_one(tree: Path, patch: Patch, pf: Path, base_index: dict, earlier: list[PatchResult]) -> PatchResult:
     text = pf.read_text(encoding="utf-8", errors="surrogateescape")
     res = PatchResult(id=patch.key, file=patch.file, local=patch.local, subject=patch.title or series.patch_subject(text), status="conflict", depends_on=list(patch.depends_on))
-    missing = [d for d in patch.depends_on if any(e.id == d or e.file == d for e in earlier if not e.applied and e.status != "upstream")]
+    missing = [d for d in patch.depends_on if any((e.id == d or e.file == d) and e.status == "conflict" for e in earlier)]
     dep_note = f"; depends on {', '.join(missing)}, which did not apply" if missing else ""
     am = ["am", "-3", "--keep-cr", "--committer-date-is-author-date", str(pf)]
     check = _git(tree, "apply", "--cached", "--check", "--verbose", str(pf))
@@ -258,7 +263,7 @@ def _try_one(tree: Path, patch: Patch, pf: Path, base_index: dict, earlier: list
         return res
     am_out = _out(r)
     _git(tree, "am", "--abort")
-    if "No changes -- Patch already applied" in am_out or "No changes" in am_out.split("Patch failed")[0] and "patch does not apply" not in am_out:
+    if "No changes -- Patch already applied" in am_out:
         res.status, res.detail = "upstream", "the 3-way merge finds the change already there"
         return res
     res.detail = series.describe_failure(pf, f"{_out(check)}\n{am_out}") + dep_note
@@ -608,8 +613,8 @@ def write_rebased(recipe: Recipe, ws: Workspace, base: Base, info: source.BaseIn
     dropped = {r.file: r.id for r in trial.results if r.status == "upstream"}
     text = recipe.path.read_text(encoding="utf-8")
     note = (
-        f"Rebased by `patchkit rebase` from {recipe.path.name} (base {short(recipe_base_commit(recipe, info))}) onto {prov.get('onto')} "
-        f"(commit {info.commit}); patch files re-exported to {Path(next(iter(files.values()), f'patches-{label}/x')).parts[0]}/."
+        f"Rebased by `patchkit rebase` from {recipe.path.name} (base {short(recipe_base_commit(recipe))}) onto {prov.get('onto')} "
+        f"(commit {info.commit}); patch files re-exported to patches-{label}/."
     )
     new_text = rewrite_recipe(text, name=name, base=base, files=files, dropped=dropped, note=note, prov=prov)
     check = parse_recipe(new_text, recipe_out, root=recipe.root)
@@ -634,7 +639,7 @@ def write_rebased(recipe: Recipe, ws: Workspace, base: Base, info: source.BaseIn
     return {"recipe": str(recipe_out), "patches": list(files.values()), "dropped": list(dropped)}
 
 
-def recipe_base_commit(recipe: Recipe, info: source.BaseInfo) -> str:
+def recipe_base_commit(recipe: Recipe) -> str:
     """The old base's commit for the note (from the recipe when it names one)."""
     if recipe.base.route == "git" and recipe.base.git:
         return recipe.base.git.commit
@@ -776,7 +781,7 @@ class _Editor:
         span = self.table_span(table, index)
         if span is None:
             raise RecipeError(f"internal: no table [{table}] to set {key} in")
-        self.lines.insert(span[1] + 1, f"{key.replace('_', '-') if key in ('depends_on',) else key} = {value}\n")
+        self.lines.insert(span[1] + 1, f"{key} = {value}\n")
 
     def remove(self, table: str, key: str, index: int = 0) -> None:
         e = self.find(table, key, index)
@@ -871,11 +876,9 @@ def rewrite_recipe(text: str, *, name: str, base: Base, files: dict[str, str], d
 
 
 def parse_recipe_value(lines: list[str], e: _Entry):
-    import tomllib
+    from patchkit.recipe import tomllib
 
-    src = "".join(lines)
-    key_end = e.col
-    return tomllib.loads("v = " + src[key_end:])["v"]
+    return tomllib.loads("v = " + "".join(lines)[e.col :])["v"]
 
 
 def _wrap(text: str, width: int) -> list[str]:
@@ -898,8 +901,12 @@ def _slug(subject: str) -> str:
     return s[:52].rstrip("-") or "patch"
 
 
-def refresh(recipe: Recipe, ws: Workspace, base: source.BaseInfo, variant_name: str | None = None) -> list[tuple[str, str]]:
-    """Export the variant tree's commits to the patch files; returns [(file, 'updated'|'new'|'unchanged')]."""
+def refresh(recipe: Recipe, ws: Workspace, base: source.BaseInfo, variant_name: str | None = None) -> tuple[list[tuple[str, str]], str]:
+    """Export the variant tree's commits to the patch files.
+
+    Commits after the base map 1:1 to the local patches, then to the variant's PR patches; commits
+    beyond those (only in the whole-series variant) become new patch files and new [[series]] tables.
+    Returns ([(file, 'updated'|'new'|'unchanged')], the variant's name)."""
     variants = series.plan_variants(recipe)
     if variant_name:
         names = [v.name for v in variants]
@@ -913,130 +920,113 @@ def refresh(recipe: Recipe, ws: Workspace, base: source.BaseInfo, variant_name: 
     if not (tree / ".git").exists() or not spath.is_file():
         raise ApplyError(f"variant {variant.name}: no tree at {tree}; run `patchkit apply` first")
     state = series.VariantState(**read_json(spath))  # type: ignore[arg-type]
+    if state.base != base.commit:
+        raise ApplyError(f"variant {variant.name}: {tree} is on base {state.base[:12]}, the recipe's base is {base.commit[:12]}; run `patchkit apply` first")
     with ws.lock(tree):
         dirty = series.dirty_files(tree)
         if dirty:
             raise ApplyError(f"variant {variant.name}: {tree} has uncommitted edits ({', '.join(dirty[:3])}{', ...' if len(dirty) > 3 else ''}); commit them first")
         head = _git_ok(tree, "rev-parse", "HEAD")
+        if _git(tree, "merge-base", "--is-ancestor", state.base, "HEAD").returncode != 0:
+            raise ApplyError(f"variant {variant.name}: HEAD {head[:12]} is not on the base {state.base[:12]}; rebase the tree onto it first")
         if _git_ok(tree, "rev-list", "--merges", f"{state.base}..HEAD"):
             raise ApplyError(f"variant {variant.name}: {tree} has merge commits after the base; a patch series is linear")
-        if _git_ok(tree, "merge-base", "--is-ancestor", state.base, "HEAD") != "" or _git(tree, "merge-base", "--is-ancestor", state.base, "HEAD").returncode != 0:
-            raise ApplyError(f"variant {variant.name}: HEAD {head[:12]} is not on the base {state.base[:12]}; rebase the tree onto it first")
         commits = _git_ok(tree, "rev-list", "--reverse", f"{state.base}..HEAD").split()
         mapped = [*recipe.local_patches, *variant.patches]
         if len(commits) < len(mapped):
             missing = mapped[len(commits) :]
             raise ApplyError(
-                f"variant {variant.name}: {len(commits)} commits after the base but the series has {len(mapped)} patches here; "
-                f"no commit for {', '.join(p.file for p in missing)} (commits map 1:1 to the local patches, then the PR patches)"
+                f"variant {variant.name}: {len(commits)} commits after the base but {len(mapped)} patches (local, then PR) here; "
+                f"no commit for {', '.join(p.file for p in missing)}"
             )
         extra = commits[len(mapped) :]
         if extra and variant is not variants[-1]:
             raise ApplyError(f"variant {variant.name}: {len(extra)} new commit(s) in a prefix variant; new patches go on top of the whole series (variant {variants[-1].name})")
+        exports = [(p, export_patch(tree, c)) for p, c in zip(mapped, commits)]
         out: list[tuple[str, str]] = []
-        for p, c in zip(mapped, commits):
+        for p, data in exports:
             path = recipe.patch_path(p)
-            data = export_patch(tree, c)
             if path.read_bytes() != data:
                 write_atomic(path, data)
                 out.append((p.file, "updated"))
             else:
                 out.append((p.file, "unchanged"))
-        new_patches: list[Patch] = []
         if extra:
-            new_patches = _add_new_patches(recipe, tree, extra)
-            out += [(p.file, "new") for p in new_patches]
-    return out
+            out += [(p.file, "new") for p in _add_new_patches(recipe, tree, extra)]
+    return out, variant.name
 
 
 def _add_new_patches(recipe: Recipe, tree: Path, commits: list[str]) -> list[Patch]:
+    """New patch files for new commits, numbered after the last PR patch, and their [[series]] tables
+    in the recipe right after the last PR patch's table."""
     pr = recipe.pr_patches
     folder = Path(pr[-1].file).parent if pr else Path("patches")
     nums = [int(Path(p.file).name[:4]) for p in pr if Path(p.file).name[:4].isdigit()]
     used_ids = {p.key for p in recipe.series}
     n = max(nums, default=0)
-    made: list[Patch] = []
-    blocks: list[str] = []
+    made: list[tuple[Patch, bytes]] = []
     for c in commits:
         n += 1
         while f"{n:04d}" in used_ids:
             n += 1
-        data = export_patch(tree, c)
-        subject = series.patch_subject(data.decode("utf-8", "replace"))
-        rel = str(folder / f"{n:04d}-{_slug(subject)}.patch")
-        path = recipe.root / rel
-        if path.exists():
-            raise ApplyError(f"{path}: exists but is not in the recipe; move it away or add it to the series")
-        write_atomic(path, data)
         used_ids.add(f"{n:04d}")
-        made.append(Patch(file=rel, id=f"{n:04d}"))
-        blocks.append(f'[[series]]\nfile = {_toml_str(rel)}\nid = "{n:04d}"')
-    # the new [[series]] tables go right after the last PR patch's table
+        data = export_patch(tree, c)
+        rel = str(folder / f"{n:04d}-{_slug(series.patch_subject(data.decode('utf-8', 'replace')))}.patch")
+        if (recipe.root / rel).exists():
+            raise ApplyError(f"{recipe.root / rel}: exists but is not in the recipe; move it away or add it to the series")
+        made.append((Patch(file=rel, id=f"{n:04d}"), data))
     ed = _Editor(recipe.path.read_text(encoding="utf-8"))
     pr_idx = [i for i, p in enumerate(recipe.series) if not p.local]
     span = ed.table_span("series", pr_idx[-1]) if pr_idx else None
     at = (span[1] + 1) if span else len(ed.lines)
-    ed.lines[at:at] = [ln + "\n" for ln in ("\n" + "\n\n".join(blocks)).split("\n")]
+    blocks = "\n\n".join(f"[[series]]\nfile = {_toml_str(p.file)}\nid = {_toml_str(p.id)}" for p, _ in made)
+    ed.lines[at:at] = [ln + "\n" for ln in ("\n" + blocks).split("\n")]
     text = ed.text()
-    parse_recipe(text, recipe.path, root=recipe.root)
+    parse_recipe(text, recipe.path, root=recipe.root)  # refuse to write a recipe that does not load
+    for p, data in made:
+        write_atomic(recipe.root / p.file, data)
     write_atomic(recipe.path, text)
-    return made
+    return [p for p, _ in made]
 
 
-def _update_state(recipe_path: Path, ws: Workspace, base: source.BaseInfo, variant_name: str | None) -> str:
-    """After a refresh the variant tree *is* what the new patch files give: record it so that
-    `patchkit apply` sees an up-to-date variant (a new patch renames the tree to the longer variant)."""
+def record_refreshed(recipe_path: Path, ws: Workspace, base: source.BaseInfo, refreshed: str) -> str:
+    """After a refresh the variant tree *is* what the patch files give: record its state so that
+    `patchkit apply` sees it up to date. When new patches were added, the whole-series tree becomes
+    the new, longer whole-series variant (its folder is moved). Returns that variant's name."""
     from patchkit.recipe import load_recipe
 
     recipe = load_recipe(str(recipe_path))
     variants = series.plan_variants(recipe)
-    old_name = variant_name or None
-    repo = source.open_cache_repo(ws)
-    # find the tree that was refreshed: the named variant, else the one folder whose state is stale
-    target = next((v for v in variants if v.name == old_name), None) if old_name else variants[-1]
-    if target is None:  # pragma: no cover
-        return ""
+    target = next((v for v in variants if v.name == refreshed), variants[-1])
     tree = series.tree_path(ws, recipe, target)
-    if not (tree / ".git").exists() and not old_name:
-        # the whole-series tree got new patches: it is the new last variant now
-        prev = variants[-2] if len(variants) > 1 else None
-        for cand in reversed(variants[:-1]):
-            t = series.tree_path(ws, recipe, cand)
-            sp = series.state_path(ws, recipe, cand)
-            if (t / ".git").exists() and sp.is_file():
-                head = _git_ok(t, "rev-parse", "HEAD")
-                if head != series.VariantState(**read_json(sp)).head:  # type: ignore[arg-type]
-                    prev = cand
-                    break
-        if prev is None:  # pragma: no cover
-            return ""
-        old_tree = series.tree_path(ws, recipe, prev)
-        repo.git.worktree("move", str(old_tree), str(tree))
-        series.state_path(ws, recipe, prev).unlink(missing_ok=True)
+    if target.name != refreshed:
+        old_tree = tree.parent / refreshed
+        if (tree / ".git").exists():  # a stale tree of the longer variant from before: patchkit's own
+            source.open_cache_repo(ws).git.worktree("remove", "--force", str(tree))
+        source.open_cache_repo(ws).git.worktree("move", str(old_tree), str(tree))
+        (tree.parent / f"{refreshed}.json").unlink(missing_ok=True)
     head = _git_ok(tree, "rev-parse", "HEAD")
     commits = _git_ok(tree, "rev-list", "--reverse", f"{base.commit}..HEAD").split()
-    mapped = [*recipe.local_patches, *target.patches]
     applied = [
         {"id": p.key, "file": p.file, "sha256": series.patch_sha256(recipe.patch_path(p)), "commit": c, "local": p.local}
-        for p, c in zip(mapped, commits)
+        for p, c in zip([*recipe.local_patches, *target.patches], commits)
     ]
     state = series.VariantState(name=target.name, key=series.variant_key(recipe, base, target), base=base.commit, head=head, patches=applied)
     write_json(series.state_path(ws, recipe, target), state.to_dict())
-    repo.git.update_ref(f"refs/heads/pk/{recipe.name}/{target.branch_suffix}", head)
+    source.open_cache_repo(ws).git.update_ref(f"refs/heads/pk/{recipe.name}/{target.branch_suffix}", head)
     return target.name
 
 
 def cmd_refresh(args: argparse.Namespace) -> int:
     ctx = workflow.Context.from_args(args)
     base = source.fetch(ctx.recipe.base, ctx.ws, offline=ctx.offline)
-    done = refresh(ctx.recipe, ctx.ws, base, args.variant)
+    done, name = refresh(ctx.recipe, ctx.ws, base, args.variant)
     changed = [(f, how) for f, how in done if how != "unchanged"]
     for f, how in changed:
         print(f"{how}: {f}")
     if changed:
-        name = _update_state(ctx.recipe.path, ctx.ws, base, args.variant)
-        if name:
-            print(f"variant {name}: recorded as up to date with the refreshed patches")
+        name = record_refreshed(ctx.recipe.path, ctx.ws, base, name)
+        print(f"variant {name}: recorded as up to date with the refreshed patch files")
     print(f"refresh: {len(changed)} file(s) changed, {len(done) - len(changed)} unchanged")
     return 0
 

@@ -33,7 +33,6 @@ def decode_series(ev: dict[str, Any]) -> list[dict[str, Any]]:
 def decode_png(series: list[dict[str, Any]], *, title: str = "Decode throughput by depth") -> bytes:
     import matplotlib
     import matplotlib.style
-
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

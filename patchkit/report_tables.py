@@ -8,8 +8,9 @@ line naming its logs. Numbers have fixed formats (FORMATS) so the same evidence 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import jinja2
 
@@ -348,7 +349,7 @@ def _ratio_cell(r: dict[str, Any], floor: float | None) -> str:
 
 def kernel_name(name: str) -> str:
     """'void flash_attn_ext_f16<256, 256, 8>(const char*, ...)' -> 'flash_attn_ext_f16<256, 256, 8>'."""
-    s = name[5:] if name.startswith("void ") else name
+    s = name.removeprefix("void ")
     depth = 0
     for i, ch in enumerate(s):
         if ch == "<":
@@ -392,7 +393,8 @@ def kernel_path(ev: dict[str, Any], multi: bool) -> list[dict[str, Any]]:
 
 def _model_line(e: dict[str, Any]) -> str:
     m = e.get("model") or {}
-    parts = [f"{k} {v}" for k, v in sorted(m.items()) if v not in (None, "", [], {}) and not isinstance(v, (dict, list))]
+    parts = [f"{k} {str(v)[:12] if k == 'sha256' else v}" for k, v in sorted(m.items())
+             if k != "path" and v not in (None, "", [], {}) and not isinstance(v, (dict, list))]
     s = ", ".join(parts) if parts else "not described"
     if e.get("model_path"):
         s += f" ({code(e['model_path'])})"
