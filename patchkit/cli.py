@@ -104,6 +104,11 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default=None)
     p.add_argument("--force", action="store_true", help="merge runs even where fingerprints differ")
 
+    p = sub.add_parser("reparse", help="re-derive steps of a run from its raw logs (after a parser fix, or logs imported from elsewhere)")
+    _common(p)
+    p.add_argument("run", help="run folder")
+    p.add_argument("--step", action="append", required=True, help="test:<suite>, bench:kernel, kernel-path, bench:decode")
+
     p = sub.add_parser("parse", help="print the parsed records of a tool's output as JSON")
     p.add_argument("--tool", required=True, choices=("test-backend-ops", "perf-sql", "perf", "llama-bench", "llama-bench-jsonl", "ncu"))
     p.add_argument("file")

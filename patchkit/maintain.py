@@ -29,12 +29,17 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import git
 import requests
 
 from patchkit import build as build_mod
 from patchkit import series, source, workflow
-from patchkit.errors import ApplyError, BuildError, FetchError, PatchkitError, RecipeError
+from patchkit.errors import (
+    ApplyError,
+    BuildError,
+    FetchError,
+    PatchkitError,
+    RecipeError,
+)
 from patchkit.recipe import Base, GitBase, Patch, Recipe, SdistBase, _hint, parse_recipe
 from patchkit.workspace import Workspace, read_json, write_atomic, write_json
 
@@ -59,7 +64,7 @@ PYPI_INDEX = "https://pypi.org/simple"
 
 def _git(cwd: Path, *args: str, env: dict | None = None, input: bytes | None = None) -> subprocess.CompletedProcess:
     full = {**os.environ, **NEUTRAL_GIT_ENV, **series.GIT_ENV, **(env or {})}
-    return subprocess.run(["git", *args], cwd=cwd, env=full, input=input, capture_output=True)
+    return subprocess.run(["git", *args], cwd=cwd, env=full, input=input, capture_output=True, check=False)
 
 
 def _out(r: subprocess.CompletedProcess) -> str:
@@ -164,7 +169,7 @@ def failing_hunks(tree: Path, patch_text: str, *, index_env: dict | None = None)
 
 
 def _files_of(patch_text: str) -> list[str]:
-    return list(dict.fromkeys(m.group(2) for m in re.finditer(r"^diff --git a/(\S+) b/(\S+)", patch_text, re.M)))
+    return list(dict.fromkeys(m.group(2) for m in re.finditer(r"^diff --git a/(\S+) b/(\S+)", patch_text, re.MULTILINE)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -236,7 +241,7 @@ def try_series(ws: Workspace, tree: Path, base_commit: str, patches: list[tuple[
     return Trial(base=base_commit, results=results)
 
 
-_CONFLICT_FILE = re.compile(r"^CONFLICT \([^)]*\): (?:Merge conflict in )?(\S+)", re.M)
+_CONFLICT_FILE = re.compile(r"^CONFLICT \([^)]*\): (?:Merge conflict in )?(\S+)", re.MULTILINE)
 
 
 def _try_one(tree: Path, patch: Patch, pf: Path, base_index: dict, earlier: list[PatchResult]) -> PatchResult:
@@ -250,6 +255,7 @@ def _try_one(tree: Path, patch: Patch, pf: Path, base_index: dict, earlier: list
         r = _git(tree, *am)
         if r.returncode == 0:
             res.status, res.commit = "clean", _git_ok(tree, "rev-parse", "HEAD")
+            res.detail = dep_note.removeprefix("; ")
             return res
         _git(tree, "am", "--abort")  # pragma: no cover - apply --check passed but am did not
     rev = _git(tree, "apply", "--cached", "--check", "--reverse", str(pf), env=base_index)
@@ -428,11 +434,12 @@ def rebase_trials(recipe: Recipe, ws: Workspace, old: source.BaseInfo, new: sour
 
 
 def _ns(args: argparse.Namespace, **over) -> argparse.Namespace:
-    d = dict(backend="cpu", arch=[], jobs=0, cmake_option=[], variant=[], force=True, run=None, redo=False, suites=None, filter=None, test_jobs=0)
+    d: dict = {"backend": "cpu", "arch": [], "jobs": 0, "cmake_option": [], "variant": [], "force": True, "run": None, "redo": False, "suites": None, "filter": None, "test_jobs": 0}
     for k in d:
         if getattr(args, k, None) not in (None, [], 0, False):
             d[k] = getattr(args, k)
     d["backend"] = getattr(args, "backend", None) or "cpu"
+    d["cmake_option"] = [o if o.startswith("-") else f"-D{o}" for o in d["cmake_option"]]  # as `patchkit build -D` does
     d.update(over)
     return argparse.Namespace(**d)
 
@@ -581,6 +588,8 @@ def cmd_rebase(args: argparse.Namespace) -> int:
     write_json(out_path, data)
     print(render_table(f"rebase {recipe.name} onto {onto.text} ({_base_desc(new_info)}), from {short(old_info.commit)}", new_trial))
     if built is not None:
+        for v, b in built["builds"].items():
+            print(f"build {v} ({built['config']}): {'ok' if b['ok'] else 'FAILED: ' + b['error']}")
         for s, t in built["tests"].items():
             print(f"test {s}: {t['status']}{' (' + t['reason'] + ')' if t.get('reason') else ''}")
     print(f"rebase report: {out_path}")
@@ -927,11 +936,14 @@ def refresh(recipe: Recipe, ws: Workspace, base: source.BaseInfo, variant_name: 
         if dirty:
             raise ApplyError(f"variant {variant.name}: {tree} has uncommitted edits ({', '.join(dirty[:3])}{', ...' if len(dirty) > 3 else ''}); commit them first")
         head = _git_ok(tree, "rev-parse", "HEAD")
-        if _git(tree, "merge-base", "--is-ancestor", state.base, "HEAD").returncode != 0:
+        # (not `merge-base --is-ancestor`: the base's parents are not in the cache, which misleads it)
+        listed = _git(tree, "rev-list", "--reverse", "--parents", f"{state.base}..HEAD")
+        chain = [ln.split() for ln in listed.stdout.decode().splitlines()] if listed.returncode == 0 else None
+        if chain is None or (chain and chain[0][1:] != [state.base]) or (not chain and head != state.base):
             raise ApplyError(f"variant {variant.name}: HEAD {head[:12]} is not on the base {state.base[:12]}; rebase the tree onto it first")
-        if _git_ok(tree, "rev-list", "--merges", f"{state.base}..HEAD"):
+        if any(len(c) > 2 for c in chain):
             raise ApplyError(f"variant {variant.name}: {tree} has merge commits after the base; a patch series is linear")
-        commits = _git_ok(tree, "rev-list", "--reverse", f"{state.base}..HEAD").split()
+        commits = [c[0] for c in chain]
         mapped = [*recipe.local_patches, *variant.patches]
         if len(commits) < len(mapped):
             missing = mapped[len(commits) :]
@@ -989,7 +1001,7 @@ def _add_new_patches(recipe: Recipe, tree: Path, commits: list[str]) -> list[Pat
     return [p for p, _ in made]
 
 
-def record_refreshed(recipe_path: Path, ws: Workspace, base: source.BaseInfo, refreshed: str) -> str:
+def record_refreshed(recipe_path: Path, ws: Workspace, base: source.BaseInfo, refreshed: str, *, grew: bool = False) -> str:
     """After a refresh the variant tree *is* what the patch files give: record its state so that
     `patchkit apply` sees it up to date. When new patches were added, the whole-series tree becomes
     the new, longer whole-series variant (its folder is moved). Returns that variant's name."""
@@ -997,7 +1009,7 @@ def record_refreshed(recipe_path: Path, ws: Workspace, base: source.BaseInfo, re
 
     recipe = load_recipe(str(recipe_path))
     variants = series.plan_variants(recipe)
-    target = next((v for v in variants if v.name == refreshed), variants[-1])
+    target = variants[-1] if grew else next(v for v in variants if v.name == refreshed)
     tree = series.tree_path(ws, recipe, target)
     if target.name != refreshed:
         old_tree = tree.parent / refreshed
@@ -1025,7 +1037,7 @@ def cmd_refresh(args: argparse.Namespace) -> int:
     for f, how in changed:
         print(f"{how}: {f}")
     if changed:
-        name = record_refreshed(ctx.recipe.path, ctx.ws, base, name)
+        name = record_refreshed(ctx.recipe.path, ctx.ws, base, name, grew=any(how == "new" for _, how in changed))
         print(f"variant {name}: recorded as up to date with the refreshed patch files")
     print(f"refresh: {len(changed)} file(s) changed, {len(done) - len(changed)} unchanged")
     return 0

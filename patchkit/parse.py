@@ -104,6 +104,21 @@ def _lines(text: str) -> list[str]:
     return [ln.rstrip("\r") for ln in text.split("\n")]
 
 
+# ggml/llama log lines go to stderr, unbuffered, while the tool's results go to stdout, buffered:
+# captured into one stream, a log line can land in the middle of a result line (seen on the H200:
+# "...): ggml_backend_cuda_graph_compute: CUDA graph warmup complete\nnot supported [CUDA0]").
+_INTERLEAVED = re.compile(r"(?<=[^\n])(?:ggml|llama|gguf)_[a-z0-9_]+: [^\n]*\n")
+
+
+def strip_interleaved_logs(text: str) -> str:
+    """Remove ggml/llama log lines that were written into the middle of another line."""
+    while True:
+        new = _INTERLEAVED.sub("", text)
+        if new == text:
+            return text
+        text = new
+
+
 class _AsDict:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)  # type: ignore[call-overload]
@@ -369,6 +384,7 @@ def parse_test_console(text: str, source: str, *, partial: bool = False) -> Test
     Lines that are not part of the format (backend init logs, the command echoed by patchkit.proc) are
     ignored and counted in noise_lines.
     """
+    text = strip_interleaved_logs(text)
     lines = _lines(text)
     device_count: int | None = None
     backends: list[BackendRun] = []
@@ -681,6 +697,7 @@ def parse_perf_sql(text: str, source: str) -> list[PerfRecord]:
     Raises ParseError when no SQL is found at all, on a truncated/garbled INSERT, on a missing required
     column, or when a row is not a perf result (test_mode other than 'perf').
     """
+    text = strip_interleaved_logs(text)
     types: dict[str, str] = {}
     in_create = False
     seen_sql = False
@@ -772,6 +789,7 @@ def parse_perf_console(text: str, source: str, *, partial: bool = False) -> list
     section. Raises ParseError if the output ends before 'N/M backends passed' (unless partial=True) or
     a case line does not have the expected shape.
     """
+    text = strip_interleaved_logs(text)
     lines = _lines(text)
     backend: str | None = None
     done = False

@@ -102,10 +102,15 @@ class Bundle:
     def raw(self) -> Path:
         return self.path / "raw"
 
+    replay: bool = False  # re-derive steps from the raw logs already here instead of running tools
+
     def raw_log(self, name: str) -> Path:
-        """A fresh log path under raw/ (never an existing file: a redone step keeps the old log)."""
+        """A fresh log path under raw/ (never an existing file: a redone step keeps the old log);
+        when replaying, the existing log of that name."""
         safe = re.sub(r"[^A-Za-z0-9_.+=-]+", "_", name)
         p = self.raw / f"{safe}.log"
+        if self.replay:
+            return p
         n = 2
         while p.exists():
             p = self.raw / f"{safe}.{n}.log"

@@ -32,6 +32,13 @@ class Bins:
 def _run_logged(bundle: Bundle, name: str, argv: list, *, timeout: float | None, env: dict | None = None, separate_stderr: bool = False) -> tuple[proc.Completed | None, str, Path]:
     """Run a tool; returns (completed or None, error reason, log). A crash or timeout is a reason, not an exception."""
     log = bundle.raw_log(name)
+    if bundle.replay:
+        if not log.is_file():
+            return None, f"no raw log {bundle.rel(log)} to replay", log
+        done = completed_from_log(log)
+        if done.returncode is None:
+            return done, "timed out (replayed log)", log
+        return done, "" if done.returncode == 0 else f"exited with {done.returncode}", log
     try:
         done = proc.run(argv, log=log, timeout=timeout, check=False, env=env, separate_stderr=separate_stderr)
     except ToolNotFound as e:
@@ -42,6 +49,26 @@ def _run_logged(bundle: Bundle, name: str, argv: list, *, timeout: float | None,
     if done.returncode < 0:
         return done, f"crashed (signal {-done.returncode})", log
     return done, "" if done.returncode == 0 else f"exited with {done.returncode}", log
+
+
+_EXIT = re.compile(r"^# exit: (\S+), ([\d.]+) s$")
+
+
+def completed_from_log(log: Path) -> proc.Completed:
+    """A recorded tool run from its raw log: command line first, output, '# exit: N, S s' last."""
+    lines = log.read_text(encoding="utf-8", errors="replace").split("\n")
+    if not lines or not lines[0].startswith("$ "):
+        raise ParseError(f"{log}:1: not a patchkit raw log (expected '$ <command line>')")
+    body = lines[1:]
+    if body and body[0].startswith("# cwd: "):
+        body = body[1:]
+    while body and body[-1] == "":
+        body.pop()
+    m = _EXIT.match(body[-1]) if body else None
+    if m is None:
+        raise ParseError(f"{log}: truncated raw log: no '# exit:' line (the run was interrupted)")
+    rc = None if m.group(1) == "timeout" else int(m.group(1))
+    return proc.Completed(argv=[lines[0][2:]], returncode=rc, seconds=float(m.group(2)), log=log, stdout="\n".join(body[:-1]) + "\n")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -144,7 +171,7 @@ def run_kernel_bench(
     for r in range(1, max(rounds, 1) + 1):
         order = labeled if r % 2 else [labeled[0], *reversed(labeled[1:])]
         for label, b in order:
-            done, why, log = _run_logged(bundle, f"perf-r{r}-{label.replace('#', '_aa')}", _perf_argv(b, backend, op, params, test_file), timeout=timeout)
+            done, why, log = _run_logged(bundle, f"perf-r{r}-{label.replace('#', '_aa')}", _perf_argv(b, backend, op, params, test_file), timeout=timeout, separate_stderr=True)
             logs.append(bundle.rel(log))
             if why:
                 errors.append(f"{label} round {r}: {why}")
@@ -160,7 +187,8 @@ def run_kernel_bench(
                     continue
                 samples.setdefault(rec.op_params, {}).setdefault(label, []).append(rec.time_us)
     if not samples:
-        return Step(name="bench:kernel", status=Status.ERROR if errors else Status.NOT_RUN, reason="; ".join(errors) or f"no {op} case matched {params or test_file!r} on {backend}", logs=logs, seconds=round(time.monotonic() - t0, 1))
+        return Step(name="bench:kernel", status=Status.ERROR if errors else Status.NOT_RUN, reason="; ".join(errors) or f"no {op} case matched {params or test_file!r} on {backend}", logs=logs, seconds=round(time.monotonic() - t0, 1),
+                    data={"op": op, "params": params, "test_file": test_file, "rounds": rounds, "backend": backend, "peak_bw_gbs": peak_bw_gbs})
     cases = []
     aa = []
     base_label, aa_label = labeled[0][0], labeled[-1][0]
@@ -204,7 +232,8 @@ def exact_params_regex(params: str) -> str:
 def run_kernel_path(bundle: Bundle, bins: list[Bins], *, backend: str, op: str, cases: list[str], launch_count: int = 40, timeout: float = 600) -> Step:
     t0 = time.monotonic()
     try:
-        proc.which("ncu")
+        if not bundle.replay:
+            proc.which("ncu")
     except ToolNotFound as e:
         return Step(name="kernel-path", status=Status.NOT_RUN, reason=f"ncu (Nsight Compute) not available: {e}")
     out_cases = []
@@ -251,7 +280,7 @@ def run_decode(
     for r in range(1, max(rounds, 1) + 1):
         order = bins if r % 2 else list(reversed(bins))
         for b in order:
-            done, why, log = _run_logged(bundle, f"decode-r{r}-{b.variant}", [b.exe("llama-bench"), *args], timeout=timeout)
+            done, why, log = _run_logged(bundle, f"decode-r{r}-{b.variant}", [b.exe("llama-bench"), *args], timeout=timeout, separate_stderr=True)
             logs.append(bundle.rel(log))
             if why or done is None:
                 errors.append(f"{b.variant} round {r}: {why}")

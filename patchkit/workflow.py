@@ -14,7 +14,7 @@ from pathlib import Path
 
 from patchkit import build as build_mod
 from patchkit import series, source
-from patchkit.errors import ApplyError, BuildError, PatchkitError, RecipeError
+from patchkit.errors import ApplyError, BuildError, PatchkitError, RecipeError, ResultsError
 from patchkit.recipe import Recipe, load_recipe
 from patchkit.workspace import Workspace
 
@@ -340,4 +340,52 @@ def cmd_parse(args: argparse.Namespace) -> int:
         "ncu": lambda: [r.to_dict() for r in parse.parse_ncu_csv(text, args.file)],
     }[args.tool]
     print(json.dumps(fn(), indent=2, sort_keys=True, default=str))
+    return 0
+
+
+def reparse_step(bundle: Bundle, name: str, recipe: Recipe | None = None) -> Step:
+    """Re-derive a step from the raw logs already in the run folder (after a parser fix, or for logs
+    copied in from a run made elsewhere): the step's runner is replayed with each tool invocation
+    answered by its recorded log instead of running the tool."""
+    old = bundle.step(name)
+    if old is None:
+        raise ResultsError(f"{bundle.path}: no step {name!r} to reparse")
+    build = next((bundle.step(k) for k in bundle.data["steps"] if k.startswith("build:")), None)
+    variants = [v["variant"] for v in build.data["variants"]] if build else [v["name"] for v in bundle.data.get("variants", [])]
+    bins = [run_mod.Bins(variant=v, dir=Path("bin") / v) for v in variants]
+    d = dict(old.data)
+    if recipe is not None:  # a step that errored before recording its arguments: take them from the recipe
+        k = recipe.kernel
+        d.setdefault("backend", device_name(bundle.data.get("backend", recipe.build.backend)))
+        if name == "bench:kernel":
+            for key, val in (("op", k.op), ("params", k.params), ("test_file", k.test_file), ("rounds", k.rounds)):
+                d.setdefault(key, val)
+    bundle.replay = True
+    try:
+        if name.startswith("test:"):
+            tested = [b for b in bins if b.variant in d.get("variants", {})] or bins
+            step = run_mod.run_tests(bundle, tested, suite=d["suite"], args=tuple(d["args"]), backend=d["backend"])
+        elif name == "bench:kernel":
+            step = run_mod.run_kernel_bench(bundle, bins, backend=d["backend"], op=d["op"], params=d["params"], test_file=d.get("test_file", ""),
+                                            rounds=d["rounds"], peak_bw_gbs=(bundle.env.get("gpu") or {}).get("peak_bw_gbs"))  # fmt: skip
+        elif name == "kernel-path":
+            step = run_mod.run_kernel_path(bundle, bins, backend="CUDA0", op="FLASH_ATTN_EXT", cases=[c["params"] for c in d["cases"]], launch_count=d.get("launch_count", 40))
+        elif name == "bench:decode":
+            step = run_mod.run_decode(bundle, bins, model=Path(d["model_path"]), model_info=d["model"], depths=(), type_k="", type_v="", n_gen=0, repetitions=0, rounds=d.get("rounds", 1))
+        else:
+            raise ResultsError(f"{bundle.path}: step {name!r} cannot be reparsed (test:*, bench:kernel, kernel-path, bench:decode can)")
+    finally:
+        bundle.replay = False
+    step.seconds = old.seconds  # the measured wall time of the original run
+    for key in ("args", "model_path", "launch_count"):
+        if key in old.data:
+            step.data[key] = old.data[key]
+    return step
+
+
+def cmd_reparse(args: argparse.Namespace) -> int:
+    bundle = Bundle.open(Path(args.run))
+    recipe = load_recipe(args.recipe)
+    for name in args.step:
+        _record(bundle, reparse_step(bundle, name, recipe))
     return 0

@@ -318,7 +318,7 @@ def cpu_fixture_bundle(root: Path) -> tuple[Path, dict]:
 def section(md: str, title: str) -> str:
     start = md.index(title + "\n")
     rest = md[start + len(title) + 1:]
-    m = re.search(r"^#{2,3} ", rest, re.M)
+    m = re.search(r"^#{2,3} ", rest, re.MULTILINE)
     return rest[: m.start()] if m else rest
 
 
@@ -366,9 +366,9 @@ def test_headings_in_template_order_and_prose_verbatim(tmp_path):
     assert "not part of this PR" in add and "`0000` tests: extra perf cases" in add.split("not part of this PR")[1]
 
 
-def test_empty_prose_renders_not_provided_and_title_falls_back_to_first_pr_patch(tmp_path):
+def test_empty_prose_renders_not_provided_and_title_falls_back_to_the_top_pr_patch(tmp_path):
     md = render(full_bundle(tmp_path / "r1", info=recipe_info()))
-    assert md.startswith("# cuda: change 0001\n")
+    assert md.startswith("# cuda: change 0002\n")
     assert f"## Overview\n\n{NOT_PROVIDED}\n" in md
     assert f"- AI usage disclosure: {NOT_PROVIDED}\n" in md
 
@@ -401,7 +401,7 @@ def test_every_table_is_followed_by_raw_logs_and_the_logs_exist(tmp_path):
     lines = md.splitlines()
     for i, ln in enumerate(lines):
         if ln.startswith("|") and (i + 1 == len(lines) or not lines[i + 1].startswith("|")):
-            assert lines[i + 2].startswith("Raw logs: "), (lines[i], lines[i + 2])
+            assert lines[i + 2].startswith("Raw logs: "), (ln, lines[i + 2])
     for rel in re.findall(r"`(raw/[^`]+)`", md):
         assert (p / rel).is_file(), rel
     assert "missing on disk" not in md
@@ -545,6 +545,18 @@ def test_missing_and_not_run_steps_render_not_run(tmp_path):
     assert not (out / "decode.png").exists()
 
 
+def test_errored_step_without_data(tmp_path):
+    p = full_bundle(tmp_path / "r1")
+    data = json.loads((p / "results.json").read_text())
+    data["steps"]["bench:decode"] = {"name": "bench:decode", "status": "error", "reason": "base round 1: timed out after 1800 s",
+                                     "seconds": 1800.0, "finished": "", "logs": ["raw/decode-r1-base.log"], "data": {}}  # fmt: skip
+    (p / "results.json").write_text(json.dumps(data))
+    md = render(p)
+    assert section(md, "### Decode").strip() == "error: base round 1: timed out after 1800 s"
+    assert "`bench:decode` on SYNTHETIC-GPU-A: nothing measured (error: base round 1: timed out after 1800 s)" in section(md, "### Not tested")
+    assert "decode" not in [r["kind"] for r in json.loads(render(p, fmt_="json"))["attribution"]["rows"]]
+
+
 def test_no_steps_at_all(tmp_path):
     p = write_bundle(tmp_path / "empty", steps=[], gpu=None, info=recipe_info(patches=()), variants=["base"])
     md = render(p)
@@ -673,10 +685,25 @@ def test_merge_refused_when_fingerprints_differ(tmp_path, change, reason):
     assert "Merged with `--force` although: " + reason in md
 
 
-def test_merge_allows_a_different_cuda_arch_only(tmp_path):
-    a = full_bundle(tmp_path / "run-a", arch="90")
-    b = full_bundle(tmp_path / "run-b", name="SYNTHETIC-GPU-B", cc="8.9", arch="89")
+def test_merge_allows_a_different_cuda_arch_and_toolchain_paths(tmp_path):
+    a = full_bundle(tmp_path / "run-a", arch="90", cmake_flags=("-DGGML_CUDA=ON", "-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc", "-DCMAKE_CUDA_ARCHITECTURES=90"))
+    b = full_bundle(tmp_path / "run-b", name="SYNTHETIC-GPU-B", cc="8.9", arch="89",
+                    cmake_flags=("-DGGML_CUDA=ON", "-DCMAKE_CUDA_COMPILER=/opt/cuda-12.8/bin/nvcc", "-DCMAKE_CUDA_ARCHITECTURES=89"))
     assert "Merged with `--force`" not in render(a, b)
+
+
+def test_reused_build_log_outside_the_run_folder(tmp_path):
+    p = full_bundle(tmp_path / "r1")
+    elsewhere = tmp_path / "builds" / "build-base.log"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text("$ cmake\n# exit: 0, 1 s\n")
+    data = json.loads((p / "results.json").read_text())
+    data["steps"]["build:cuda-90"]["data"]["variants"][0]["log"] = str(elsewhere)
+    data["steps"]["build:cuda-90"]["data"]["variants"][1]["log"] = str(p / "raw" / "build-cuda-90-+0001.log")
+    (p / "results.json").write_text(json.dumps(data))
+    sec = section(render(p), "### Builds")
+    assert "`build-base.log (outside the run folder)`" in sec and "`raw/build-cuda-90-+0001.log`" in sec
+    assert str(tmp_path) not in sec
 
 
 def test_same_gpu_twice_is_told_apart_by_run_id(tmp_path):

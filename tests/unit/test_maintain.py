@@ -1,0 +1,272 @@
+"""patchkit.maintain on small things: base arguments, the recipe rewrite, hunk splitting, and the
+per-patch trial on a tiny real git repo (clean, 3way, upstream, conflict)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from patchkit import maintain, series, source
+from patchkit.errors import RecipeError
+from patchkit.recipe import Base, GitBase, Patch, SdistBase, parse_recipe
+from patchkit.workspace import Workspace
+
+ROOT = Path(__file__).resolve().parents[2]
+SHA_A = "a" * 40
+SHA_B = "b" * 40
+
+
+# ---------------------------------------------------------------------------------------------
+# arguments
+
+
+def test_parse_onto():
+    assert maintain.parse_onto("sdist:0.3.35") == maintain.Onto(kind="sdist", version="0.3.35", text="sdist:0.3.35")
+    o = maintain.parse_onto("sdist:0.3.35:" + "AB" * 32)
+    assert o.sha256 == "ab" * 32 and o.version == "0.3.35"
+    assert maintain.parse_onto(SHA_A.upper()).commit == SHA_A
+    for bad in ("0c1e570", "master", "sdist:", "sdist:0.3.35:123", "v1.0"):
+        with pytest.raises(RecipeError):
+            maintain.parse_onto(bad)
+
+
+def test_new_patch_path():
+    assert maintain.new_patch_path("patches/0001-x.patch", "abc") == "patches-abc/0001-x.patch"
+    assert maintain.new_patch_path("patches/local/0001-y.patch", "abc") == "patches-abc/local/0001-y.patch"
+    assert maintain.new_patch_path("patches-old/0001-x.patch", "abc") == "patches-abc/0001-x.patch"
+    assert maintain.new_patch_path("series/0001-x.patch", "abc") == "patches-abc/series/0001-x.patch"
+
+
+# ---------------------------------------------------------------------------------------------
+# the recipe rewrite keeps everything but what changed
+
+
+def _default_text() -> str:
+    return (ROOT / "recipes" / "default.toml").read_text()
+
+
+def _prose_and_rest(text: str) -> str:
+    """Everything from [build] on: untouched by a rebase."""
+    return text[text.index("\n[build]") :]
+
+
+def test_rewrite_recipe_onto_another_sdist_keeps_prose_and_comments():
+    text = _default_text()
+    base = Base(
+        source="sdist", upstream=f"ggml-org/llama.cpp@{SHA_B}", git=GitBase(url="https://github.com/ggml-org/llama.cpp.git", commit=SHA_B),
+        sdist=SdistBase(name="llama-cpp-python", version="0.3.35", sha256="c" * 64), prune=("models",),
+    )  # fmt: skip
+    files = {p: p.replace("patches/", "patches-bbbbbbbbbbbb/", 1) for p in (
+        "patches/0001-cuda-mma-fattn-gqa-quantized-kv.patch", "patches/0002-cuda-fattn-mma-hs256-8col-nbatch-fa-32.patch",
+        "patches/local/0001-tests-fattn-perf-cases-seed-shapes.patch")}  # fmt: skip
+    prov = {"sha256_from": "index", "index_url": "https://pypi.org/simple/llama-cpp-python/"}
+    out = maintain.rewrite_recipe(text, name="seed-fattn-bbbbbbbbbbbb", base=base, files=files, dropped={}, note="Rebased for a test.", prov=prov)
+    r = parse_recipe(out, Path("recipes/x.toml"), root=ROOT)
+    orig = parse_recipe(text, Path("recipes/default.toml"), root=ROOT)
+    assert r.name == "seed-fattn-bbbbbbbbbbbb"
+    assert r.base.route == "sdist" and r.base.sdist.version == "0.3.35" and r.base.sdist.sha256 == "c" * 64
+    assert r.base.upstream == f"ggml-org/llama.cpp@{SHA_B}" and r.base.git.commit == SHA_B
+    assert r.base.prune == orig.base.prune  # the recipe's own keys, not the Base object's
+    assert [p.file for p in r.series] == [files[p.file] for p in orig.series]
+    assert [(p.key, p.depends_on, p.local) for p in r.series] == [(p.key, p.depends_on, p.local) for p in orig.series]
+    assert r.prose == orig.prose and r.build == orig.build and r.suites == orig.suites and r.model == orig.model
+    assert _prose_and_rest(out) == _prose_and_rest(text)  # byte for byte, comments included
+    assert "# Real users: a git URL and a full commit." in out  # comments in the rewritten tables stay too
+    assert out.startswith("# Rebased for a test.\n")
+    lines = out.splitlines()
+    sha_line = next(i for i, ln in enumerate(lines) if ln.startswith("sha256 = "))
+    assert "JSON simple API" in lines[sha_line - 1] and "pypi.org/simple/llama-cpp-python" in lines[sha_line - 1]
+    # a second rewrite of the rewritten recipe does not pile up provenance comments
+    again = maintain.rewrite_recipe(out, name="seed-fattn-bbbbbbbbbbbb", base=base, files={}, dropped={}, note="x", prov=prov)
+    assert again.count("JSON simple API") == 1
+
+
+def test_rewrite_recipe_onto_a_git_commit_drops_the_sdist_and_upstream_patches():
+    text = _default_text()
+    base = Base(source="git", upstream=f"ggml-org/llama.cpp@{SHA_B}", git=GitBase(url="https://example.invalid/llama.cpp.git", commit=SHA_B))
+    dropped = {"patches/0001-cuda-mma-fattn-gqa-quantized-kv.patch": "0001"}
+    files = {"patches/0002-cuda-fattn-mma-hs256-8col-nbatch-fa-32.patch": "patches-b/0002.patch", "patches/local/0001-tests-fattn-perf-cases-seed-shapes.patch": "patches-b/local/0001.patch"}
+    out = maintain.rewrite_recipe(text, name="n", base=base, files=files, dropped=dropped, note="n", prov={})
+    r = parse_recipe(out, Path("recipes/n.toml"), root=ROOT)
+    assert r.base.route == "git" and r.base.sdist is None and r.base.git.url == "https://example.invalid/llama.cpp.git" and r.base.git.commit == SHA_B
+    assert [p.file for p in r.series] == ["patches-b/0002.patch", "patches-b/local/0001.patch"]
+    assert r.series[0].depends_on == ()  # 0001 is upstream now
+    assert r.series[0].key == "0002"
+    assert "# already upstream in the new base" in out and '# file = "patches/0001-cuda-mma-fattn-gqa-quantized-kv.patch"' in out
+    assert '# version = "0.3.36"' in out  # the old sdist is there, commented out, not lost
+
+
+def test_editor_ignores_lookalikes_inside_multiline_strings():
+    text = '''[recipe]
+name = "t"
+
+[base]
+upstream = "o/r@x"  # a comment that stays
+
+[base.git]
+url = "u"
+commit = "SHA_A"
+
+[[series]]
+file = "patches/0001-a.patch"
+depends-on = [
+    "x",
+]
+
+[prose]
+overview = """
+[[series]]
+file = "patches/0001-a.patch"
+"""
+notes = ['a # not a comment', "b"]
+'''.replace("SHA_A", SHA_A)
+    base = Base(source="git", upstream="o/r@" + SHA_B, git=GitBase(url="u", commit=SHA_B))
+    out = maintain.rewrite_recipe(text, name="t2", base=base, files={"patches/0001-a.patch": "patches-z/0001-a.patch"}, dropped={"x": "x"}, note="n", prov={})
+    assert f'upstream = "o/r@{SHA_B}"  # a comment that stays' in out
+    assert out.count('file = "patches/0001-a.patch"') == 1  # the one inside the prose
+    assert 'file = "patches-z/0001-a.patch"' in out
+    assert "depends-on" not in out  # its only dependency was dropped
+    assert out.endswith('"""\nnotes = [\'a # not a comment\', "b"]\n')
+
+
+# ---------------------------------------------------------------------------------------------
+# hunks
+
+
+PATCH_2FILES = """From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001
+From: t <t@t>
+Subject: [PATCH] two files
+
+---
+diff --git a/a.txt b/a.txt
+index 1111111..2222222 100644
+--- a/a.txt
++++ b/a.txt
+@@ -1,3 +1,3 @@
+ one
+-two
++TWO
+ three
+@@ -10,2 +10,3 @@ ctx
+ ten
++ten and a half
+ eleven
+diff --git a/b.txt b/b.txt
+new file mode 100644
+index 0000000..3333333
+--- /dev/null
++++ b/b.txt
+@@ -0,0 +1 @@
++new
+\\ No newline at end of file
+-- 
+2.39.5
+
+"""
+
+
+def test_split_hunks_gives_standalone_patches():
+    parts = maintain.split_hunks(PATCH_2FILES)
+    assert [(h.file, h.index) for h, _ in parts] == [("a.txt", 1), ("a.txt", 2), ("b.txt", 1)]
+    assert [h for h, _ in parts] == series.parse_hunks(PATCH_2FILES)
+    first, second, third = (body for _, body in parts)
+    assert first.startswith("diff --git a/a.txt b/a.txt\n") and "+TWO\n" in first and "ten and a half" not in first
+    assert second.count("@@") == 2 and second.endswith(" eleven\n")
+    assert third.endswith("+new\n\\ No newline at end of file\n") and "2.39.5" not in third
+
+
+# ---------------------------------------------------------------------------------------------
+# the trial on a tiny real repo
+
+
+def _run(cwd: Path, *args: str, input: bytes | None = None) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+           "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+0000", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+0000", **maintain.NEUTRAL_GIT_ENV}  # fmt: skip
+    return subprocess.run(["git", *args], cwd=cwd, env=env, input=input, capture_output=True, check=True).stdout.decode().strip()
+
+
+def _lines(n: int, **changed: str) -> str:
+    return "".join(changed.get(f"l{i}", f"line {i}") + "\n" for i in range(1, n + 1))
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    """A source repo with base A and base B (B: line 10 and line 25 of f.txt changed), patches made on
+    A, and a patchkit work folder whose cache repo holds both bases."""
+    src = tmp_path / "src"
+    src.mkdir()
+    _run(src, "init", "-q", "-b", "main")
+    (src / "f.txt").write_text(_lines(30))
+    (src / "h.txt").write_text(_lines(10))
+    _run(src, "add", "-A")
+    _run(src, "commit", "-q", "-m", "A")
+    a = _run(src, "rev-parse", "HEAD")
+    patches = {}
+    for name, file, changes in (
+        ("0001-conflict", "f.txt", {"l10": "line 10 ours"}),  # B changed line 10 too
+        ("0002-threeway", "f.txt", {"l12": "line 12 ours"}),  # B's line 10 is in its context; a 3-way merge takes both
+        ("0003-upstream", "f.txt", {"l25": "line 25 upstream"}),  # B made this very change
+        ("0004-clean", "h.txt", {"l3": "line 3 ours"}),
+    ):
+        _run(src, "checkout", "-q", "--detach", a)
+        (src / file).write_text(_lines(30 if file == "f.txt" else 10, **changes))
+        _run(src, "commit", "-q", "-am", f"toy {name}")
+        p = tmp_path / "patches" / f"{name}.patch"
+        p.parent.mkdir(exist_ok=True)
+        p.write_bytes(subprocess.run(["git", "format-patch", *maintain.FORMAT_PATCH_OPTS, "--stdout", "-1", "HEAD"], cwd=src, capture_output=True, check=True).stdout)
+        patches[name] = p
+    _run(src, "checkout", "-q", "--detach", a)
+    (src / "f.txt").write_text(_lines(30, l10="line 10 theirs", l25="line 25 upstream"))
+    _run(src, "commit", "-q", "-am", "B")
+    b = _run(src, "rev-parse", "HEAD")
+    ws = Workspace.at(tmp_path / "work")
+    source.open_cache_repo(ws)
+    _run(ws.repo, "fetch", "-q", str(src), a, b)
+    return ws, a, b, patches
+
+
+def _items(patches: dict[str, Path]) -> list[tuple[Patch, Path]]:
+    return [(Patch(file=f"patches/{p.name}"), p) for p in patches.values()]
+
+
+def test_trial_classifies_every_patch_and_goes_on_after_a_conflict(tiny):
+    ws, _, b, patches = tiny
+    tree = ws.root / "rebase" / "trees" / "toy"
+    trial = maintain.try_series(ws, tree, b, _items(patches))
+    st = {r.id: r for r in trial.results}
+    assert [r.status for r in trial.results] == ["conflict", "3way", "upstream", "clean"]
+    assert st["0001"].hunks == [{"file": "f.txt", "index": 1, "header": "@@ -7,7 +7,7 @@ line 6"}]
+    assert st["0001"].files == ["f.txt"] and st["0001"].merge_conflicts == ["f.txt"]
+    assert "f.txt" in st["0001"].detail and not st["0001"].commit
+    assert st["0003"].commit == "" and "already" in st["0003"].detail
+    # the commits: 0002 on B, 0004 on top of it; the merged file has both sides
+    assert trial.commits == [st["0002"].commit, st["0004"].commit]
+    assert _run(tree, "rev-parse", f"{st['0002'].commit}^") == b
+    assert _run(tree, "rev-parse", f"{st['0004'].commit}^") == st["0002"].commit
+    merged = _run(tree, "show", f"{st['0002'].commit}:f.txt")
+    assert "line 10 theirs" in merged and "line 12 ours" in merged
+    assert trial.summary() == {"clean": 1, "3way": 1, "upstream": 1, "conflict": 1}
+    # deterministic: the same trial makes the same commits
+    again = maintain.try_series(ws, tree, b, _items(patches))
+    assert again.commits == trial.commits
+    # re-exported, the clean patch is byte for byte the file it came from
+    assert maintain.export_patch(tree, st["0004"].commit) == patches["0004-clean"].read_bytes()
+    # the table names the hunk
+    table = maintain.render_table("t", trial)
+    assert "f.txt hunk #1 (@@ -7,7 +7,7 @@ line 6)" in table and "summary: 1 clean, 1 3way, 1 upstream, 1 conflict" in table
+
+
+def test_range_diff_of_old_and_new_series(tiny):
+    ws, a, b, patches = tiny
+    tree = ws.root / "rebase" / "trees" / "toy"
+    old = maintain.try_series(ws, tree, a, _items(patches))
+    assert [r.status for r in old.results] == ["clean", "3way", "clean", "clean"]  # 0002's context includes 0001's line
+    new = maintain.try_series(ws, tree, b, _items(patches))
+    rd = maintain.range_diff(a, old.commits, b, new.commits, ws=ws)
+    lines = rd.splitlines()
+    assert len([ln for ln in lines if " < " in ln.split("toy")[0]]) == 2  # 0001 and 0003 did not come along
+    assert any("toy 0004-clean" in ln and " = " in ln for ln in lines)
+    assert maintain.range_diff(a, [], b, [], ws=ws) == ""
