@@ -420,9 +420,9 @@ def check(
     """Compile only the TUs the series touches, for each arch and each patched variant."""
     items: list[CheckItem] = []
     patched = [s for s in states if s.name != "base"] or states
-    last = patched[-1]
     repo = open_cache_repo(ws)
-    changed = repo.git.diff("--name-only", base.commit, last.head).split()
+    # each variant compiles the translation units its own patches touch (local test-only patches too)
+    changed_by = {s.name: repo.git.diff("--name-only", base.commit, s.head).split() for s in patched}
     for arch in opts.archs or ("cpu",):
         one = BuildOptions(**{**asdict(opts), "archs": (arch,) if opts.backend == "cuda" else ()})
         tc = toolchain(one)
@@ -432,7 +432,7 @@ def check(
                 tree = _move_tree(ws, recipe, root, base, state.head)
                 bdir = root / "build"
                 _configure(tree, bdir, one, tc, logs / f"check-configure-{one.config}.log")
-                sources = includers(tree, changed)
+                sources = includers(tree, changed_by[state.name])
                 if one.backend == "cuda":
                     sources = [s for s in sources if s.startswith("ggml/src/ggml-cuda/")]
                 objs = object_targets(bdir, sources, tc.env)

@@ -444,7 +444,7 @@ def _ns(args: argparse.Namespace, **over) -> argparse.Namespace:
     return argparse.Namespace(**d)
 
 
-def trial_recipe(recipe: Recipe, ws: Workspace, base: Base, new: source.BaseInfo, trial: Trial, label: str) -> tuple[Recipe, dict[str, bytes]]:
+def trial_recipe(recipe: Recipe, ws: Workspace, base: Base, trial: Trial, label: str) -> tuple[Recipe, dict[str, bytes]]:
     """A recipe for the patches that applied on the new base, their files re-exported from the trial's
     commits into <work>/rebase/<recipe>-<label>/project (what the builds and tests use)."""
     tree = trial_tree(ws, recipe)
@@ -577,7 +577,7 @@ def cmd_rebase(args: argparse.Namespace) -> int:
     tests = [t for t in (args.test or [])]
     tests = ["all"] if "all" in tests else tests
     if (args.build or tests) and any(r.applied for r in new_trial.results):
-        tr, _ = trial_recipe(recipe, ws, new_base, new_info, new_trial, label)
+        tr, _ = trial_recipe(recipe, ws, new_base, new_trial, label)
         built = build_trial(tr, ws, args, tests=tests, offline=ctx.offline)
         _attach_builds(tr, new_trial, built)
     data["patches"] = [r.to_dict() for r in new_trial.results]
@@ -635,16 +635,17 @@ def write_rebased(recipe: Recipe, ws: Workspace, base: Base, info: source.BaseIn
         clashes.append(str(recipe_out))
     if clashes:
         raise ApplyError(f"--write refused: {clashes[0]} exists with other content{' (and ' + str(len(clashes) - 1) + ' more)' if len(clashes) > 1 else ''}; move it away first")
-    for p, b in blobs.items():
-        if not p.exists():
+    for (old, rel), (p, b) in zip(files.items(), blobs.items()):
+        there = p.exists()
+        if not there:
             write_atomic(p, b)
-    if not recipe_out.exists():
-        write_atomic(recipe_out, new_text)
-    for old, rel in files.items():
-        print(f"wrote {rel} (from {old})")
+        print(f"{'unchanged' if there else 'wrote'} {rel} (from {old})")
     for f in dropped:
         print(f"dropped {f}: already upstream")
-    print(f"wrote {recipe_out}")
+    there = recipe_out.exists()
+    if not there:
+        write_atomic(recipe_out, new_text)
+    print(f"{'unchanged' if there else 'wrote'} {recipe_out}")
     return {"recipe": str(recipe_out), "patches": list(files.values()), "dropped": list(dropped)}
 
 
@@ -1075,7 +1076,7 @@ def cmd_newest_base(args: argparse.Namespace) -> int:
             continue
         if args.build:
             info = source.BaseInfo(**entry["base"])
-            tr, _ = trial_recipe(recipe, ws, entry["_base"], info, entry["_trial"], short(info.commit))
+            tr, _ = trial_recipe(recipe, ws, entry["_base"], entry["_trial"], short(info.commit))
             built = build_trial(tr, ws, args, tests=[], offline=ctx.offline)
             entry["build"] = built
             ok = all(b["ok"] for b in built["builds"].values())

@@ -66,8 +66,9 @@ class Patch:
     def key(self) -> str:
         if self.id:
             return self.id
-        stem = Path(self.file).name
-        return stem.split("-", 1)[0] if stem[:4].isdigit() else Path(stem).stem
+        name = Path(self.file).name
+        digits = len(name) - len(name.lstrip("0123456789"))
+        return name[:digits] if digits >= 4 else Path(name).stem
 
 
 @dataclass(frozen=True, kw_only=True)

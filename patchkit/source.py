@@ -85,6 +85,7 @@ def fetch(base: Base, ws: Workspace, *, offline: bool = False) -> BaseInfo:
             info = BaseInfo(**read_json(meta_path))  # type: ignore[arg-type]
             try:
                 if repo.git.rev_parse("--verify", "-q", f"{ref}^{{commit}}") == info.commit:
+                    _mark_shallow(repo, info.commit)
                     return info
             except git.GitCommandError:
                 pass
@@ -99,14 +100,30 @@ def fetch(base: Base, ws: Workspace, *, offline: bool = False) -> BaseInfo:
 def _fetch_git(base: Base, repo: git.Repo, key: str, ref: str, *, offline: bool) -> BaseInfo:
     assert base.git is not None
     sha = base.git.commit
-    if offline:
-        raise FetchError(f"base {key}: not in the cache and --offline was given")
-    try:
-        repo.git.fetch("--depth", "1", "--no-tags", base.git.url, sha)
-    except git.GitCommandError as e:
-        raise FetchError(f"git fetch {base.git.url} {sha}: {_git_msg(e)}") from None
+    have = repo.git.execute(["git", "cat-file", "-e", f"{sha}^{{commit}}"], with_exceptions=False, with_extended_output=True)[0] == 0
+    if not have:  # e.g. already brought in by an sdist of the same upstream commit
+        if offline:
+            raise FetchError(f"base {key}: not in the cache and --offline was given")
+        try:
+            repo.git.fetch("--depth", "1", "--no-tags", base.git.url, sha)
+        except git.GitCommandError as e:
+            raise FetchError(f"git fetch {base.git.url} {sha}: {_git_msg(e)}") from None
     repo.git.update_ref(ref, sha)
+    _mark_shallow(repo, sha)
     return BaseInfo(key=key, ref=ref, commit=sha, route="git", upstream=base.upstream or f"{base.git.url}@{sha}", upstream_verified=True)
+
+
+def _mark_shallow(repo: git.Repo, commit: str) -> None:
+    """Record a base whose parents are not in the cache as a shallow boundary, so that `git log`
+    and merge-base stop there instead of failing on a missing parent."""
+    parents = repo.git.rev_list("--parents", "-n", "1", commit).split()[1:]
+    missing = [p for p in parents if repo.git.execute(["git", "cat-file", "-e", p], with_exceptions=False, with_extended_output=True)[0] != 0]
+    if missing:
+        shallow = Path(repo.git_dir) / "shallow"
+        known = shallow.read_text().split() if shallow.is_file() else []
+        if commit not in known:
+            with open(shallow, "a", encoding="utf-8") as f:
+                f.write(commit + "\n")
 
 
 def _git_msg(e: git.GitCommandError) -> str:
@@ -276,6 +293,7 @@ def _fetch_sdist(base: Base, ws: Workspace, repo: git.Repo, key: str, ref: str, 
             env = {**os.environ, **IMPORT_IDENT, "GIT_DIR": str(repo.git_dir), "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000"}
             commit = repo.git.execute(["git", "commit-tree", tree, "-m", msg], env=env)
     repo.git.update_ref(ref, commit)
+    _mark_shallow(repo, commit)
     repo.git.prune_packed()  # the loose objects of the tree check that the fetched pack already holds
     return BaseInfo(
         key=key,

@@ -51,6 +51,11 @@ def step_apply(ctx: Context, base: source.BaseInfo, *, only: tuple[str, ...] = (
     return states
 
 
+def cmake_extra(args: argparse.Namespace) -> tuple[str, ...]:
+    """--cmake-option/-D values as CMake arguments (`-D FOO=1` and `-DFOO=1` alike)."""
+    return tuple(o if o.startswith("-") else f"-D{o}" for o in (getattr(args, "cmake_option", None) or ()))
+
+
 def cmd_fetch(args: argparse.Namespace) -> int:
     step_fetch(Context.from_args(args))
     return 0
@@ -66,7 +71,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     ctx = Context.from_args(args)
     base = step_fetch(ctx)
     states = step_apply(ctx, base, only=tuple(args.variant), leave_one_out=args.leave_one_out, force=args.force)
-    opts = build_mod.options_from(ctx.recipe, backend=args.backend, archs=tuple(args.arch), jobs=args.jobs, extra=tuple(f"-D{o}" if not o.startswith("-") else o for o in args.cmake_option))
+    opts = build_mod.options_from(ctx.recipe, backend=args.backend, archs=tuple(args.arch), jobs=args.jobs, extra=cmake_extra(args))
     if args.check:
         items = build_mod.check(ctx.recipe, base, ctx.ws, states, opts, logs=ctx.logs)
         bad = [i for i in items if not i.ok]
@@ -190,7 +195,7 @@ def run_steps(ctx: Context, args: argparse.Namespace, wanted: tuple[str, ...], *
     """fetch -> apply -> build -> the wanted measurement steps, recorded in one bundle; finished steps are skipped."""
     base = step_fetch(ctx)
     states = step_apply(ctx, base, only=tuple(getattr(args, "variant", []) or ()), force=getattr(args, "force", False))
-    opts = build_mod.options_from(ctx.recipe, backend=args.backend, archs=tuple(args.arch), jobs=args.jobs, extra=tuple(getattr(args, "cmake_option", []) or ()))
+    opts = build_mod.options_from(ctx.recipe, backend=args.backend, archs=tuple(args.arch), jobs=args.jobs, extra=cmake_extra(args))
     bundle = open_bundle(ctx, base, states, opts, getattr(args, "run", None), label)
     bins = step_build(ctx, bundle, base, states, opts)
     dev = device_name(opts.backend)
@@ -207,7 +212,7 @@ def run_steps(ctx: Context, args: argparse.Namespace, wanted: tuple[str, ...], *
         name = f"check:cuda-{arch}"
         if todo(name):
             def check(arch=arch) -> Step:
-                one = build_mod.options_from(r, backend="cuda", archs=(arch,), jobs=args.jobs, extra=tuple(getattr(args, "cmake_option", []) or ()))
+                one = build_mod.options_from(r, backend="cuda", archs=(arch,), jobs=args.jobs, extra=cmake_extra(args))
                 items = build_mod.check(r, base, ctx.ws, states, one, logs=bundle.raw)
                 bad = [i for i in items if not i.ok]
                 return Step(name=name, status=Status.FAIL if bad else Status.OK, reason=f"{len(bad)} of {len(items)} translation units failed" if bad else "",
