@@ -161,8 +161,7 @@ def extract_sdist(archive: Path, dest: Path, subdir: str) -> Path:
 
 
 def vendor_variant(tree: Path, head: str, dest: Path, prune: tuple[str, ...], log: Path) -> None:
-    """`git archive` of the variant's commit into `dest` (pruned paths left out); `dest/.git` points
-    at the variant's git dir so llama.cpp's and ggml's build info name the variant's commit."""
+    """`git archive` of the variant's commit into `dest` (the recipe's pruned paths left out)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     tar_path = dest.parent / f"{dest.name}.tar"
     excludes = [f":(exclude){p.strip('/')}" for p in prune]
@@ -181,8 +180,20 @@ def vendor_variant(tree: Path, head: str, dest: Path, prune: tuple[str, ...], lo
     shutil.rmtree(dest, ignore_errors=True)
     os.replace(tmp / "llama.cpp", dest)
     shutil.rmtree(tmp, ignore_errors=True)
-    gitdir = proc.run(["git", "-C", str(tree), "rev-parse", "--absolute-git-dir"], echo=False).stdout.strip()
-    (dest / ".git").write_text(f"gitdir: {gitdir}\n")
+
+
+def build_info_args(tree: Path, head: str) -> list[str]:
+    """llama.cpp's build number and commit, as its own build-info.cmake would find them in the variant
+    tree (the extracted copy has no git metadata; GIT_CEILING_DIRECTORIES keeps git from finding an
+    unrelated repository above it, so ggml's own commit string says "unknown")."""
+    short = proc.run(["git", "-C", str(tree), "rev-parse", "--short", head], echo=False).stdout.strip()
+    out = [f"-DLLAMA_BUILD_COMMIT={short}"]
+    # the commit count fails where the cache does not know the base is a shallow boundary; llama.cpp's
+    # own fallback is then 0, as in the measured build
+    count = proc.run(["git", "-C", str(tree), "rev-list", "--count", head], echo=False, check=False, separate_stderr=True)
+    if count.ok and count.stdout.strip().isdigit():
+        out.append(f"-DLLAMA_BUILD_NUMBER={count.stdout.strip()}")
+    return out
 
 
 def set_version(project: Path, expected: str, version: str) -> None:
@@ -265,7 +276,9 @@ def build_wheel(args: argparse.Namespace) -> Path:
     if done is None:
         raise BuildError(f"variant {name} was not built for {opts.config}: no finished build in {build_mod.bin_dir(ctx.ws, recipe, opts, name)}; run `{hint}` first")
     tc = build_mod.toolchain(opts)
+    tree = series.tree_path(ctx.ws, recipe, variant)
     cargs = cmake_args(recipe, opts, tc, tuple(args.cmake_option or ()))
+    binfo = build_info_args(tree, state.head)  # derived from head, which is in the key already
 
     pr_ids = [p["id"] for p in state.patches if not p.get("local")]
     version = wheel_version(sd.version, base.commit, pr_ids, opts.config)
@@ -289,7 +302,7 @@ def build_wheel(args: argparse.Namespace) -> Path:
                  "upstream_verified": base.upstream_verified},
         "sdist": {"name": sd.name, "version": sd.version, "sha256": sd.sha256, "subdir": sd.subdir},
         "patches": [{"id": p["id"], "file": p["file"], "sha256": p["sha256"], "commit": p["commit"], "local": bool(p.get("local"))} for p in state.patches],
-        "pruned": list(recipe.base.prune), "cmake_args": cargs, "build_type": opts.build_type,
+        "pruned": list(recipe.base.prune), "cmake_args": cargs + binfo, "build_type": opts.build_type,
     }  # fmt: skip
 
     tmp_root = ctx.ws.root / "wheels" / ".tmp"
@@ -300,7 +313,6 @@ def build_wheel(args: argparse.Namespace) -> Path:
     with ctx.ws.lock(out_dir), tempfile.TemporaryDirectory(dir=tmp_root, prefix=f"{recipe.name}-{name}-") as tmp_s:
         tmp = Path(tmp_s)
         project = extract_sdist(archive, tmp / "src", sd.subdir)
-        tree = series.tree_path(ctx.ws, recipe, variant)
         with ctx.ws.lock(tree):
             vendor_variant(tree, state.head, project / sd.subdir.strip("/"), recipe.base.prune, ctx.logs / f"wheel-archive-{name}.log")
         set_version(project, sd.version, version)
@@ -313,10 +325,11 @@ def build_wheel(args: argparse.Namespace) -> Path:
         argv.append(str(project))
         env = {
             **tc.env,
-            "CMAKE_ARGS": shlex.join(cargs),
+            "CMAKE_ARGS": shlex.join(cargs + binfo),
             "SKBUILD_CMAKE_BUILD_TYPE": opts.build_type,
             "SKBUILD_BUILD_DIR": str(tmp / "build"),
             "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+            "GIT_CEILING_DIRECTORIES": str(tmp),
         }
         if opts.jobs:
             env["CMAKE_BUILD_PARALLEL_LEVEL"] = str(opts.jobs)

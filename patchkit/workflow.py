@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import re
 import time
 from dataclasses import dataclass
@@ -394,3 +395,77 @@ def cmd_reparse(args: argparse.Namespace) -> int:
     for name in args.step:
         _record(bundle, reparse_step(bundle, name, recipe))
     return 0
+
+
+def cmd_pr(args: argparse.Namespace) -> int:
+    from patchkit import publish
+
+    if args.report:
+        report_md = Path(args.report)
+    else:
+        ctx = Context.from_args(args)
+        report_md = latest_run(ctx.ws.runs(ctx.recipe.name)) / "report.md"
+    return publish.publish_main(report_md, args.repo, number=args.number, head=args.head, base=args.base, dry_run=args.dry_run, api=args.api)
+
+
+IMPORT_KINDS = {
+    # tool -> (step name, raw log name pattern for the runner, step data defaults)
+    "llama-bench": ("bench:decode", "decode-r{round}-{variant}"),
+    "perf-sql": ("bench:kernel", "perf-r{round}-{variant}"),
+    "test-backend-ops": ("test:{suite}", "test-{suite}-{variant}"),
+}
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Add logs of a run made elsewhere (someone's own GPU box) to a results bundle and derive the step
+    from them, exactly as if patchkit had run the tools: `--variant V FILE` pairs, one per log."""
+    ctx = Context.from_args(args)
+    pairs = []
+    for item in args.log:
+        v, sep, f = item.partition("=")
+        if not sep or not v or not f:
+            raise ResultsError(f"import: --log {item!r}: expected VARIANT=FILE")
+        pairs.append((v, f))
+    args.variant = [v for v, _ in pairs]
+    name_tpl = IMPORT_KINDS[args.tool]
+    step_name = name_tpl[0].format(suite=args.suite)
+    if args.run:
+        bundle = Bundle.open(Path(args.run))
+    else:
+        variants = list(dict.fromkeys(args.variant))
+        bundle = Bundle.create(ctx.ws.runs(ctx.recipe.name), recipe=ctx.recipe.name, run_id=new_run_id("import"), meta={
+            "variants": [{"name": v} for v in variants], "recipe_info": recipe_info(ctx.recipe), "backend": args.backend, "archs": [], "imported": True,
+        })  # fmt: skip
+        if args.env:
+            write_json(bundle.path / "env.json", json.loads(Path(args.env).read_text()))
+    rounds: dict[str, int] = {}
+    for v, f in pairs:
+        src = Path(f)
+        try:
+            text = src.read_text(encoding="utf-8", errors="replace")
+        except OSError as e:
+            raise ResultsError(f"{src}: cannot read: {e.strerror}") from None
+        rounds[v] = rounds.get(v, 0) + 1
+        dest = bundle.raw_log(name_tpl[1].format(round=rounds[v], variant=v, suite=args.suite))
+        if not text.startswith("$ "):
+            text = f"$ (imported from {src.resolve()})\n{text.rstrip(chr(10))}\n# exit: 0, 0.0 s\n"
+        dest.write_text(text, encoding="utf-8")
+        print(f"{src} -> {bundle.rel(dest)}")
+    if bundle.step(step_name) is None:
+        r = ctx.recipe
+        data: dict = {"backend": device_name(args.backend)}
+        if step_name == "bench:kernel":
+            data.update(op=r.kernel.op, params=r.kernel.params, test_file=r.kernel.test_file, rounds=max(rounds.values()))
+        elif step_name.startswith("test:"):
+            data.update(suite=args.suite, args=list(r.suites.get(args.suite, ())), variants={v: {} for v in args.variant})
+        else:
+            data.update(model_path="(imported)", model={"path": "(imported)"}, rounds=max(rounds.values()))
+        bundle.record(Step(name=step_name, status=Status.ERROR, reason="imported logs not parsed yet", data=data))
+    variants = [v.get("name") for v in bundle.data.get("variants", [])]
+    for v in args.variant:
+        if v not in variants:
+            bundle.data.setdefault("variants", []).append({"name": v})
+    bundle.save()
+    step = _record(bundle, reparse_step(bundle, step_name, ctx.recipe))
+    print(f"run folder: {bundle.path}")
+    return 0 if step.status == Status.OK else 1

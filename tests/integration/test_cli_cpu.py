@@ -103,3 +103,19 @@ def test_compile_check_sm89(base, work, cli):
     assert any("+0001+0002" in ln and "fattn-mma-f16-instance-ncols1_1-ncols2_8.cu" in ln for ln in ok_lines)
     assert "FAIL" not in r.stdout
     assert "translation units compiled" in r.stdout
+
+
+def test_import_logs_made_elsewhere(cli, tmp_path):
+    """Logs from another machine (here: the H200 run's raw llama-bench logs) become a bundle and a report."""
+    raw = ROOT / "examples" / "h200" / "raw"
+    r = cli("import", "--work", str(tmp_path / "w"), "--tool", "llama-bench", "--env", str(ROOT / "examples" / "h200" / "env.json"),
+            "--log", f"base={raw / 'decode-r1-base.log'}", "--log", f"+0001+0002={raw / 'decode-r1-+0001+0002.log'}")  # fmt: skip
+    [run] = list((tmp_path / "w" / "runs" / "seed-fattn").glob("*-import"))
+    rows = json.loads((run / "results.json").read_text())["steps"]["bench:decode"]["data"]["rows"]
+    stored = json.loads((ROOT / "examples" / "h200" / "results.json").read_text())["steps"]["bench:decode"]["data"]["rows"]
+    pick = lambda rs: {(x["variant"], x["depth"]): x["samples_ts"] for x in rs if x["variant"] in ("base", "+0001+0002")}  # noqa: E731
+    assert pick(rows) == pick(stored)
+    md = cli("report", str(run)).stdout
+    assert "NVIDIA H200" in md and "### Decode" in md
+    bad = cli("import", "--work", str(tmp_path / "w"), "--tool", "llama-bench", "--log", f"base={ROOT / 'README.md'}", check=False)
+    assert bad.returncode == 1 and "no llama-bench JSON" in bad.stdout
