@@ -11,10 +11,11 @@ import ctypes
 import os
 import platform
 import re
-import shutil
 import socket
-import subprocess
 from typing import Any
+
+from patchkit import proc
+from patchkit.errors import ToolNotFound
 
 # CUdevice_attribute values (cuda.h)
 _ATTR = {
@@ -30,14 +31,19 @@ _ATTR = {
 }
 
 
+def _probe(argv: list[str]) -> str | None:
+    """A tool's output for a version or property probe; None where the tool is missing or fails."""
+    try:
+        done = proc.run(argv, check=False, echo=False, timeout=30)
+    except ToolNotFound:
+        return None
+    return done.stdout if done.ok else None
+
+
 def _version(argv: list[str], pattern: str | None = None) -> str | None:
     """The first line a tool prints for its version, or the pattern's first group where given."""
-    exe = shutil.which(argv[0]) or (argv[0] if os.access(argv[0], os.X_OK) else None)
-    if not exe:
-        return None
-    try:
-        out = subprocess.run([exe, *argv[1:]], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
+    out = _probe(argv)
+    if out is None:
         return None
     if pattern:
         m = re.search(pattern, out)
@@ -96,19 +102,11 @@ def cuda_devices() -> list[dict[str, Any]]:
 
 
 def _nvidia_smi() -> dict[str, str]:
-    exe = shutil.which("nvidia-smi")
-    if not exe:
+    out = _probe(["nvidia-smi", "--query-gpu=driver_version,clocks.max.sm,clocks.max.mem,power.limit,pstate", "--format=csv,noheader,nounits"])
+    lines = (out or "").strip().splitlines()
+    if not lines:
         return {}
-    try:
-        out = subprocess.run(
-            [exe, "--query-gpu=driver_version,clocks.max.sm,clocks.max.mem,power.limit,pstate", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=30,
-        ).stdout.strip().splitlines()  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    if not out:
-        return {}
-    parts = [p.strip() for p in out[0].split(",")]
+    parts = [p.strip() for p in lines[0].split(",")]
     keys = ["driver", "clocks_max_sm_mhz", "clocks_max_mem_mhz", "power_limit_w", "pstate"]
     return dict(zip(keys, parts))
 

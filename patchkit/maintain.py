@@ -23,12 +23,12 @@ import dataclasses
 import datetime as _dt
 import os
 import re
-import subprocess
 import tarfile
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import git
 import requests
 
 from patchkit import build as build_mod
@@ -62,12 +62,28 @@ PYPI_INDEX = "https://pypi.org/simple"
 # git helpers
 
 
-def _git(cwd: Path, *args: str, env: dict | None = None, input: bytes | None = None) -> subprocess.CompletedProcess:
+@dataclass(frozen=True)
+class _GitResult:
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+
+
+def _git(cwd: Path, *args: str, env: dict | None = None, input: bytes | None = None) -> _GitResult:
+    """git through GitPython (as everywhere in patchkit), with the bytes of its output kept as they are."""
     full = {**os.environ, **NEUTRAL_GIT_ENV, **series.GIT_ENV, **(env or {})}
-    return subprocess.run(["git", *args], cwd=cwd, env=full, input=input, capture_output=True, check=False)
+    with tempfile.TemporaryFile() as stdin:
+        if input is not None:
+            stdin.write(input)
+            stdin.seek(0)
+        status, out, err = git.Git(str(cwd)).execute(
+            ["git", *args], env=full, istream=stdin if input is not None else None,
+            with_extended_output=True, with_exceptions=False, stdout_as_string=False, strip_newline_in_stdout=False,
+        )  # fmt: skip
+    return _GitResult(returncode=status, stdout=out or b"", stderr=err.encode() if isinstance(err, str) else (err or b""))
 
 
-def _out(r: subprocess.CompletedProcess) -> str:
+def _out(r: _GitResult) -> str:
     return (r.stdout or b"").decode("utf-8", "replace") + (r.stderr or b"").decode("utf-8", "replace")
 
 

@@ -116,7 +116,8 @@ def _fetch_git(base: Base, repo: git.Repo, key: str, ref: str, *, offline: bool)
 def _mark_shallow(repo: git.Repo, commit: str) -> None:
     """Record a base whose parents are not in the cache as a shallow boundary, so that `git log`
     and merge-base stop there instead of failing on a missing parent."""
-    parents = repo.git.rev_list("--parents", "-n", "1", commit).split()[1:]
+    header = repo.git.cat_file("-p", commit).split("\n\n", 1)[0]
+    parents = [ln.split()[1] for ln in header.splitlines() if ln.startswith("parent ")]
     missing = [p for p in parents if repo.git.execute(["git", "cat-file", "-e", p], with_exceptions=False, with_extended_output=True)[0] != 0]
     if missing:
         shallow = Path(repo.git_dir) / "shallow"
