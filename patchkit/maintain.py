@@ -29,7 +29,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import git
-import requests
 
 from patchkit import build as build_mod
 from patchkit import series, source, workflow
@@ -325,21 +324,11 @@ def parse_onto(text: str) -> Onto:
 
 def pypi_sdist_sha256(sd: SdistBase) -> tuple[str, str]:
     """(sha256, index URL) of the sdist file from the index's JSON simple API (PEP 691)."""
-    url = f"{(sd.index or PYPI_INDEX).rstrip('/')}/{sd.name}/"
-    try:
-        r = requests.get(url, headers={"Accept": "application/vnd.pypi.simple.v1+json"}, timeout=60)
-        r.raise_for_status()
-        files = r.json()["files"]
-    except (requests.RequestException, ValueError, KeyError) as e:
-        raise FetchError(f"{url}: cannot list {sd.name} files: {e}") from None
-    want = source.sdist_filename(sd)
-    for f in files:
-        if f.get("filename") == want:
-            sha = (f.get("hashes") or {}).get("sha256", "")
-            if not re.fullmatch(r"[0-9a-f]{64}", sha):
-                raise FetchError(f"{url}: {want} has no sha256 in the index")
-            return sha, url
-    raise FetchError(f"{url}: no file {want} for {sd.name}=={sd.version}")
+    entry = source.sdist_index_entry(dataclasses.replace(sd, index=sd.index or PYPI_INDEX))
+    sha = (entry.get("hashes") or {}).get("sha256", "")
+    if not re.fullmatch(r"[0-9a-f]{64}", sha):
+        raise FetchError(f"{entry['index_url']}: {entry['filename']} has no sha256 in the index")
+    return sha, entry["index_url"]
 
 
 def sdist_vendored_commit(archive: Path, subdir: str) -> str:

@@ -71,6 +71,21 @@ def completed_from_log(log: Path) -> proc.Completed:
     return proc.Completed(argv=[lines[0][2:]], returncode=rc, seconds=float(m.group(2)), log=log, stdout="\n".join(body[:-1]) + "\n")
 
 
+def _run_parsed(bundle: Bundle, name: str, argv: list, parser, errors: list[str], what: str, logs: list[str], *, timeout: float, separate_stderr: bool = False):
+    """Run a tool and parse its output; a crash, timeout or unparsable output is added to `errors`
+    (prefixed with `what`) and gives None, so the caller goes on with the next variant or round."""
+    done, why, log = _run_logged(bundle, name, argv, timeout=timeout, separate_stderr=separate_stderr)
+    logs.append(bundle.rel(log))
+    if why or done is None:
+        errors.append(f"{what}: {why}")
+        return None
+    try:
+        return parser(done.stdout, str(log))
+    except ParseError as e:
+        errors.append(f"{what}: {e}")
+        return None
+
+
 # ---------------------------------------------------------------------------------------------
 # test-backend-ops test
 
@@ -171,18 +186,9 @@ def run_kernel_bench(
     for r in range(1, max(rounds, 1) + 1):
         order = labeled if r % 2 else [labeled[0], *reversed(labeled[1:])]
         for label, b in order:
-            done, why, log = _run_logged(bundle, f"perf-r{r}-{label.replace('#', '_aa')}", _perf_argv(b, backend, op, params, test_file), timeout=timeout, separate_stderr=True)
-            logs.append(bundle.rel(log))
-            if why:
-                errors.append(f"{label} round {r}: {why}")
-                continue
-            assert done is not None
-            try:
-                recs = parse.parse_perf_sql(done.stdout, str(log))
-            except ParseError as e:
-                errors.append(f"{label} round {r}: {e}")
-                continue
-            for rec in recs:
+            recs = _run_parsed(bundle, f"perf-r{r}-{label.replace('#', '_aa')}", _perf_argv(b, backend, op, params, test_file), parse.parse_perf_sql,
+                               errors, f"{label} round {r}", logs, timeout=timeout, separate_stderr=True)  # fmt: skip
+            for rec in recs or ():
                 if rec.supported is False:
                     continue
                 samples.setdefault(rec.op_params, {}).setdefault(label, []).append(rec.time_us)
@@ -246,15 +252,8 @@ def run_kernel_path(bundle: Bundle, bins: list[Bins], *, backend: str, op: str, 
                 "--launch-count", str(launch_count),
                 b.exe("test-backend-ops"), "perf", "-b", backend, "-o", op, "-p", exact_params_regex(p),
             ]  # fmt: skip
-            done, why, log = _run_logged(bundle, f"ncu-case{i}-{b.variant}", argv, timeout=timeout)
-            logs.append(bundle.rel(log))
-            if why or done is None:
-                errors.append(f"{b.variant} case {i}: {why}")
-                continue
-            try:
-                launches = parse.parse_ncu_csv(done.stdout, str(log))
-            except ParseError as e:
-                errors.append(f"{b.variant} case {i}: {e}")
+            launches = _run_parsed(bundle, f"ncu-case{i}-{b.variant}", argv, parse.parse_ncu_csv, errors, f"{b.variant} case {i}", logs, timeout=timeout)
+            if launches is None:
                 continue
             per[b.variant] = [{"name": k.name, "count": k.count, "total_ns": k.total_ns, "share": k.share} for k in parse.summarize_kernels(launches)]
         out_cases.append({"params": p, "variants": per})
@@ -280,20 +279,12 @@ def run_decode(
     for r in range(1, max(rounds, 1) + 1):
         order = bins if r % 2 else list(reversed(bins))
         for b in order:
-            done, why, log = _run_logged(bundle, f"decode-r{r}-{b.variant}", [b.exe("llama-bench"), *args], timeout=timeout, separate_stderr=True)
-            logs.append(bundle.rel(log))
-            if why or done is None:
-                errors.append(f"{b.variant} round {r}: {why}")
-                continue
-            try:
-                recs = parse.parse_llama_bench_json(done.stdout, str(log))
-            except ParseError as e:
-                errors.append(f"{b.variant} round {r}: {e}")
-                continue
-            for rec in recs:
+            recs = _run_parsed(bundle, f"decode-r{r}-{b.variant}", [b.exe("llama-bench"), *args], parse.parse_llama_bench_json,
+                               errors, f"{b.variant} round {r}", logs, timeout=timeout, separate_stderr=True)  # fmt: skip
+            for rec in recs or ():
                 row = rows.setdefault((b.variant, rec.n_depth), {"variant": b.variant, "depth": rec.n_depth, "type_k": rec.type_k, "type_v": rec.type_v, "n_gen": rec.n_gen, "samples_ts": [], "logs": []})
                 row["samples_ts"].extend(rec.samples_ts)
-                row["logs"].append(bundle.rel(log))
+                row["logs"].append(logs[-1])
     if not rows:
         return Step(name="bench:decode", status=Status.ERROR if errors else Status.NOT_RUN, reason="; ".join(errors) or "llama-bench produced no records", logs=logs, seconds=round(time.monotonic() - t0, 1))
     out_rows = []

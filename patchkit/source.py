@@ -140,12 +140,9 @@ def sdist_filename(sd: SdistBase) -> str:
     return f"{sd.name.replace('-', '_')}-{sd.version}.tar.gz"
 
 
-def resolve_sdist_url(sd: SdistBase) -> str:
-    """The sdist's download URL from PyPI's JSON simple API (PEP 691), unless the recipe gives one."""
-    if sd.url:
-        return sd.url
-    index = sd.index.rstrip("/")
-    url = f"{index}/{sd.name}/"
+def sdist_index_entry(sd: SdistBase) -> dict:
+    """The sdist's file entry (url, hashes, ...) in the index's JSON simple API (PEP 691)."""
+    url = f"{sd.index.rstrip('/')}/{sd.name}/"
     try:
         r = requests.get(url, headers={"Accept": "application/vnd.pypi.simple.v1+json"}, timeout=60)
         r.raise_for_status()
@@ -155,8 +152,13 @@ def resolve_sdist_url(sd: SdistBase) -> str:
     want = sdist_filename(sd)
     for f in files:
         if f.get("filename") == want:
-            return f["url"]
+            return {**f, "index_url": url}
     raise FetchError(f"{url}: no file {want} for {sd.name}=={sd.version}")
+
+
+def resolve_sdist_url(sd: SdistBase) -> str:
+    """The sdist's download URL: the recipe's, or the index's."""
+    return sd.url or sdist_index_entry(sd)["url"]
 
 
 def sha256_file(path: Path) -> str:
