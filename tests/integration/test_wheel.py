@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import series
+from patchkit import series, wheel
+from patchkit.errors import BuildError
 from patchkit.model import spec_from_mapping, write_synthetic_gguf
 
 from .conftest import ROOT, copy_cache
@@ -59,9 +60,23 @@ print(json.dumps({
 
 
 def _wheel_path(stdout: str) -> Path:
-    m = re.search(r"^wheel(?: up to date)?: (.+\.whl)$", stdout, re.M)
+    m = re.search(r"^wheel(?: up to date)?: (.+\.whl)$", stdout, re.MULTILINE)
     assert m, stdout
     return Path(m.group(1))
+
+
+def test_version_label_is_pep440_local():
+    assert wheel.wheel_version("0.3.36", UPSTREAM, ["0001", "0002"], "cpu") == "0.3.36+pk.0c1e5709.p0001.p0002.cpu"
+    assert wheel.wheel_version("0.3.36", UPSTREAM, [], "cuda-89_90") == "0.3.36+pk.0c1e5709.cuda.89.90"
+    assert wheel.local_version(UPSTREAM, ["Perf_Cases-2"], "cuda-native") == "pk.0c1e5709.pperfcases2.cuda.native"
+    with pytest.raises(BuildError):
+        wheel.wheel_version("0.3.36+local", UPSTREAM, [], "cpu")
+
+
+def test_sdist_is_extracted_without_its_vendored_tree():
+    names = ["p-1", "p-1/pyproject.toml", "p-1/llama_cpp/__init__.py", "p-1/.git/HEAD", "p-1/vendor",
+             "p-1/vendor/llama.cpp", "p-1/vendor/llama.cpp/CMakeLists.txt", "p-1/vendor/other/x.c"]  # fmt: skip
+    assert wheel._keep_prefixes(names, "p-1", "vendor/llama.cpp") == ("llama_cpp", "pyproject.toml", "vendor/other")
 
 
 def test_cpu_wheel_installs_and_generates(work, cli, default_recipe, tmp_path):
@@ -77,7 +92,7 @@ def test_cpu_wheel_installs_and_generates(work, cli, default_recipe, tmp_path):
     assert whl.is_file()
     assert re.fullmatch(r"llama_cpp_python-0\.3\.36\+pk\.0c1e5709\.p0001\.p0002\.cpu-py3-none-[a-z0-9_]+\.whl", whl.name), whl.name
     if "up to date" not in r.stdout:
-        assert re.search(r"^built in \d+ s", r.stdout, re.M), r.stdout
+        assert re.search(r"^built in \d+ s", r.stdout, re.MULTILINE), r.stdout
     with zipfile.ZipFile(whl) as z:
         names = z.namelist()
         assert any(re.fullmatch(r"llama_cpp/lib/libllama\.so.*", n) for n in names), names
@@ -91,11 +106,11 @@ def test_cpu_wheel_installs_and_generates(work, cli, default_recipe, tmp_path):
     # system site packages: numpy, jinja2, typing-extensions from this environment; pip adds the rest
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
     py = venv / "bin" / "python"
-    inst = subprocess.run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", str(whl)], capture_output=True, text=True)
+    inst = subprocess.run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", str(whl)], check=False, capture_output=True, text=True)
     assert inst.returncode == 0, inst.stdout + inst.stderr[-4000:]
 
     model = write_synthetic_gguf(tmp_path / "model.gguf", spec_from_mapping(MODEL))
-    run = subprocess.run([py, "-c", GENERATE, str(model), str(N_GEN)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    run = subprocess.run([py, "-c", GENERATE, str(model), str(N_GEN)], check=False, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-4000:]
     got = json.loads(run.stdout.strip().splitlines()[-1])
 
@@ -153,5 +168,7 @@ def test_refuses_unbuilt_dirty_or_changed_variant(work, cli, tmp_path):
     subprocess.run(["git", "-C", str(tree), "checkout", "--", "."], check=True)
 
     patch = proj / "patches" / "0001-cuda-mma-fattn-gqa-quantized-kv.patch"
-    patch.write_text(patch.read_text().replace("\n---\n", "\nChanged after the build.\n---\n", 1))
+    text = patch.read_text()
+    patch.write_text(text.replace("\ndiff --git ", "\nChanged after the build.\n\ndiff --git ", 1))
+    assert patch.read_text() != text
     assert "changed since it was built" in refused()
