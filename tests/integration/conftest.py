@@ -90,3 +90,13 @@ def copy_cache(src: Workspace, dst_root: Path) -> Workspace:
         except OSError:
             shutil.copy2(f, target)
     return dst
+
+
+@pytest.fixture(scope="session")
+def cpu_build(work, base, cli):
+    """The default recipe's three variants built for the CPU backend (about 3.5 minutes on 2 cores, once)."""
+    import json
+
+    r = cli("build", "--backend", "cpu", "-j", "2", "--work", str(work.root))
+    manifests = {v: json.loads((work.builds("seed-fattn", "cpu") / "bin" / v / "manifest.json").read_text()) for v in ("base", "+0001", "+0001+0002")}
+    return r, manifests

@@ -17,13 +17,6 @@ SMALL_TESTS = r"hsk=64,hsv=64,nh=4,nr23=\[1,1\],kv=113,"
 SMALL_PERF = r"kv=4096,nb=1,.*type_K=q4_0"
 
 
-@pytest.fixture(scope="session")
-def cpu_build(work, base, cli):
-    r = cli("build", "--backend", "cpu", "-j", "2", "--work", str(work.root))
-    manifests = {v: json.loads((work.builds("seed-fattn", "cpu") / "bin" / v / "manifest.json").read_text()) for v in ("base", "+0001", "+0001+0002")}
-    return r, manifests
-
-
 def test_build_all_variants_reusing_work(cpu_build, work, cli):
     r, manifests = cpu_build
     results = {v: m["result"] for v, m in manifests.items()}

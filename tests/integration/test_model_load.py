@@ -1,6 +1,7 @@
 """The synthetic model loads and runs in a real llama.cpp build (CPU is enough).
 
-PATCHKIT_TEST_BIN names the directory holding llama-bench and llama-completion; unset: skipped.
+PATCHKIT_TEST_BIN names the directory holding llama-bench and llama-completion; unset: the base
+variant's CPU build in the test work folder (built by test_cli_cpu's session fixture).
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ TIMEOUT = 600
 
 
 @pytest.fixture(scope="module")
-def bin_dir() -> Path:
+def bin_dir(request) -> Path:
     env = os.environ.get("PATCHKIT_TEST_BIN")
-    if not env:
-        pytest.skip("PATCHKIT_TEST_BIN is unset (directory with llama-bench and llama-completion)")
-    d = Path(env)
+    if env:
+        d = Path(env)
+    else:
+        request.getfixturevalue("cpu_build")  # the real CPU build of the default recipe (reused if done)
+        d = request.getfixturevalue("work").builds("seed-fattn", "cpu") / "bin" / "base"
     for tool in ("llama-bench", "llama-completion"):
         # set but wrong is a broken setup, not a reason to skip
         assert os.access(d / tool, os.X_OK), f"PATCHKIT_TEST_BIN={d}: no executable {tool}"
