@@ -254,8 +254,9 @@ def tests(ev: dict[str, Any], multi: bool) -> list[dict[str, Any]]:
                     if b is None:
                         rows.append([*_gpu_col(multi, e["gpu"]), code(v["variant"]), _variant_result(v), DASH, DASH, DASH, ns, DASH])
                         continue
+                    ran = b["status"] not in ("skipped", "not_run")  # the variant's counts belong to the backend that ran
                     rows.append([*_gpu_col(multi, e["gpu"]), code(v["variant"]), _variant_result(v), b["name"], _backend_result(b),
-                                 _passed(b), ns, str(len(b["failing"]))])  # fmt: skip
+                                 _passed(b), ns if ran else DASH, str(len(b["failing"])) if ran else DASH])  # fmt: skip
                     failing += [f"{pre}{code(v['variant'])} on {b['name']}: {code(f)}" for f in b["failing"]]
             for v, d in e["diff"].items():
                 parts = [f"{k.replace('_', ' ')} ({len(d[k])}): " + ", ".join(code(x) for x in d[k]) for k in ("new_failures", "fixed", "disappeared", "appeared") if d[k]]
