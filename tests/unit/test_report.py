@@ -761,7 +761,7 @@ def test_pr_title(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # Real bundles from device runs (tests/fixtures/bundles/<name>/results.json), when present
 
-REAL = sorted(p.parent for p in (FIX / "bundles").glob("*/results.json"))
+REAL = sorted(p.parent for p in (*(FIX / "bundles").glob("*/results.json"), *(FIX.parent.parent / "examples").glob("*/results.json")))
 
 
 @pytest.mark.skipif(not REAL, reason="no recorded bundle in tests/fixtures/bundles yet")
