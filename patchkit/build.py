@@ -275,7 +275,7 @@ def _configure(src: Path, bdir: Path, opts: BuildOptions, tc: Toolchain, log: Pa
         return
     try:
         proc.run(args, log=log, env=tc.env)
-    except CommandError as e:
+    except CommandError:
         err = first_compiler_error(log.read_text(errors="replace")) if log.is_file() else None
         raise BuildError(f"configure failed: {err or 'see log'} (log: {log})") from None
     write_json(stamp, args)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from patchkit import __version__
 from patchkit.errors import PatchkitError

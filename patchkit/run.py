@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import re
+import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from patchkit import parse, proc, stats
-from patchkit.errors import CommandError, ParseError, ToolNotFound
+from patchkit.errors import ParseError, ToolNotFound
 from patchkit.results import Bundle, Status, Step
 
 
@@ -290,8 +291,6 @@ def run_decode(
     out_rows = []
     for (v, d), row in sorted(rows.items(), key=lambda kv: (kv[0][1], [b.variant for b in bins].index(kv[0][0]))):
         s = stats.summarize(row["samples_ts"])
-        import statistics
-
         out_rows.append({**{k: row[k] for k in ("variant", "depth", "type_k", "type_v", "n_gen", "samples_ts")},
                          "avg_ts": statistics.fmean(row["samples_ts"]), "stddev_ts": statistics.stdev(row["samples_ts"]) if len(row["samples_ts"]) > 1 else 0.0,
                          "median": s.median, "ci_low": s.ci_low, "ci_high": s.ci_high, "log": row["logs"][0], "logs": row["logs"]})  # fmt: skip

@@ -35,7 +35,7 @@ def test_run_end_to_end_and_report(cpu_build, work, cli):
     label = "ci-e2e"
     for old in work.runs("seed-fattn").glob(f"*-{label}"):
         shutil.rmtree(old)
-    r = cli(
+    cli(
         "run", "--backend", "cpu", "--work", str(work.root), "--label", label, "--filter", SMALL_TESTS, "--test-jobs", "2",
         "--params", SMALL_PERF, "--rounds", "3", "--depths", "0,256", "--numerics-depths", "0", "--n-gen", "8", "--repetitions", "2",
     )  # fmt: skip
@@ -101,7 +101,7 @@ def test_compile_check_sm89(base, work, cli):
 def test_import_logs_made_elsewhere(cli, tmp_path):
     """Logs from another machine (here: the H200 run's raw llama-bench logs) become a bundle and a report."""
     raw = ROOT / "examples" / "h200" / "raw"
-    r = cli("import", "--work", str(tmp_path / "w"), "--tool", "llama-bench", "--env", str(ROOT / "examples" / "h200" / "env.json"),
+    cli("import", "--work", str(tmp_path / "w"), "--tool", "llama-bench", "--env", str(ROOT / "examples" / "h200" / "env.json"),
             "--log", f"base={raw / 'decode-r1-base.log'}", "--log", f"+0001+0002={raw / 'decode-r1-+0001+0002.log'}")  # fmt: skip
     [run] = list((tmp_path / "w" / "runs" / "seed-fattn").glob("*-import"))
     rows = json.loads((run / "results.json").read_text())["steps"]["bench:decode"]["data"]["rows"]
