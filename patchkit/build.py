@@ -101,8 +101,10 @@ def _cublas_from_wheel() -> tuple[Path, Path] | None:
     return None
 
 
-def _nvcc() -> Path:
-    for cand in (os.environ.get("CUDACXX"), shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"):
+def _nvcc(candidates: tuple[str | None, ...] | None = None) -> Path:
+    if candidates is None:
+        candidates = (os.environ.get("CUDACXX"), shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc")
+    for cand in candidates:
         if cand and os.access(cand, os.X_OK):
             return Path(cand).resolve()
     raise ToolNotFound(
