@@ -224,17 +224,18 @@ def bin_dir(ws: Workspace, recipe: Recipe, opts: BuildOptions, variant: str) -> 
     return build_root(ws, recipe, opts) / "bin" / variant
 
 
-def find_build(ws: Workspace, recipe: Recipe, opts: BuildOptions, state: VariantState) -> BuildResult | None:
+def find_build(ws: Workspace, recipe: Recipe, opts: BuildOptions, state: VariantState, tc: Toolchain | None = None) -> BuildResult | None:
     """The finished build of this exact variant state and options, or None."""
     manifest = bin_dir(ws, recipe, opts, state.name) / "manifest.json"
     if not manifest.is_file():
         return None
     data = read_json(manifest)
     assert isinstance(data, dict)
-    try:
-        tc = toolchain(opts)
-    except ToolNotFound:
-        tc = Toolchain(cmake_args=tuple(data.get("cmake_args", ())))
+    if tc is None:
+        try:
+            tc = toolchain(opts)
+        except ToolNotFound:
+            tc = Toolchain(cmake_args=tuple(data.get("cmake_args", ())))
     if data.get("key") != build_key(state, opts, tc):
         return None
     return BuildResult(**{**data["result"], "reused": True})
@@ -315,7 +316,7 @@ def build_variants(
     results: list[BuildResult] = []
     with ws.lock(root):
         for state in states:
-            done = find_build(ws, recipe, opts, state)
+            done = find_build(ws, recipe, opts, state, tc)
             if done is not None:
                 print(f"{state.name}: build up to date ({done.bin_dir})")
                 results.append(done)

@@ -149,14 +149,3 @@ def fingerprint(*, cmake_flags: list[str] | None = None, base: str = "", patches
         "patches": dict(patches or {}),
     }
 
-
-def comparable(a: dict[str, Any], b: dict[str, Any]) -> str | None:
-    """Why two fingerprints make a comparison meaningless, or None if they may be compared."""
-    if a.get("base") != b.get("base"):
-        return f"different base commits ({a.get('base', '')[:12]} vs {b.get('base', '')[:12]})"
-    if a.get("patches") != b.get("patches"):
-        return "different patch contents (sha256s differ)"
-    ga, gb = (a.get("gpu") or {}).get("name"), (b.get("gpu") or {}).get("name")
-    if ga != gb:
-        return f"different GPUs ({ga} vs {gb})"
-    return None

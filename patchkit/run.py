@@ -30,26 +30,30 @@ class Bins:
         return self.dir / name
 
 
+def _failure(done: proc.Completed, timeout: float | None) -> str:
+    """Why a tool run counts as failed ('' when it did not)."""
+    if done.returncode is None:
+        return f"timed out after {timeout:.0f} s" if timeout else "timed out"
+    if done.returncode < 0:
+        return f"crashed (signal {-done.returncode})"
+    return "" if done.returncode == 0 else f"exited with {done.returncode}"
+
+
 def _run_logged(bundle: Bundle, name: str, argv: list, *, timeout: float | None, env: dict | None = None, separate_stderr: bool = False) -> tuple[proc.Completed | None, str, Path]:
-    """Run a tool; returns (completed or None, error reason, log). A crash or timeout is a reason, not an exception."""
+    """Run a tool (or, when the bundle replays, read its recorded log); returns (completed or None,
+    failure reason, log). A crash or timeout is a reason, not an exception."""
     log = bundle.raw_log(name)
     if bundle.replay:
         if not log.is_file():
             return None, f"no raw log {bundle.rel(log)} to replay", log
         done = completed_from_log(log)
-        if done.returncode is None:
-            return done, "timed out (replayed log)", log
-        return done, "" if done.returncode == 0 else f"exited with {done.returncode}", log
+        return done, _failure(done, None), log
     try:
         done = proc.run(argv, log=log, timeout=timeout, check=False, env=env, separate_stderr=separate_stderr)
     except ToolNotFound as e:
         log.write_text(f"$ {proc.quote([str(a) for a in argv])}\n# not run: {e}\n")
         return None, str(e), log
-    if done.returncode is None:
-        return done, f"timed out after {timeout:.0f} s", log
-    if done.returncode < 0:
-        return done, f"crashed (signal {-done.returncode})", log
-    return done, "" if done.returncode == 0 else f"exited with {done.returncode}", log
+    return done, _failure(done, timeout), log
 
 
 _EXIT = re.compile(r"^# exit: (\S+), ([\d.]+) s$")
@@ -300,8 +304,7 @@ def run_decode(
         if v == "base" or ref is None:
             continue
         rr = stats.ratio(ref["samples_ts"], row["samples_ts"])
-        change = "no measurable change" if rr.ci_low <= 1.0 <= rr.ci_high else ("faster" if rr.ratio > 1 else "slower")
-        vs.append({"variant": v, "depth": d, **rr.to_dict(), "verdict": change})
+        vs.append({"variant": v, "depth": d, **rr.to_dict(), "verdict": stats.verdict(rr, 0.0, higher_is_better=True)})
     return Step(
         name="bench:decode", status=Status.ERROR if errors else Status.OK, reason="; ".join(errors), seconds=round(time.monotonic() - t0, 1), logs=logs,
         data={"model": model_info, "model_path": str(model), "args": [str(a) for a in args], "rounds": rounds, "rows": out_rows, "vs_base": sorted(vs, key=lambda x: (x["depth"], x["variant"]))},

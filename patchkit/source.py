@@ -100,8 +100,7 @@ def fetch(base: Base, ws: Workspace, *, offline: bool = False) -> BaseInfo:
 def _fetch_git(base: Base, repo: git.Repo, key: str, ref: str, *, offline: bool) -> BaseInfo:
     assert base.git is not None
     sha = base.git.commit
-    have = repo.git.execute(["git", "cat-file", "-e", f"{sha}^{{commit}}"], with_exceptions=False, with_extended_output=True)[0] == 0
-    if not have:  # e.g. already brought in by an sdist of the same upstream commit
+    if not _has_object(repo, f"{sha}^{{commit}}"):  # e.g. already brought in by an sdist of the same upstream commit
         if offline:
             raise FetchError(f"base {key}: not in the cache and --offline was given")
         try:
@@ -113,12 +112,16 @@ def _fetch_git(base: Base, repo: git.Repo, key: str, ref: str, *, offline: bool)
     return BaseInfo(key=key, ref=ref, commit=sha, route="git", upstream=base.upstream or f"{base.git.url}@{sha}", upstream_verified=True)
 
 
+def _has_object(repo: git.Repo, rev: str) -> bool:
+    return repo.git.execute(["git", "cat-file", "-e", rev], with_exceptions=False, with_extended_output=True)[0] == 0
+
+
 def _mark_shallow(repo: git.Repo, commit: str) -> None:
     """Record a base whose parents are not in the cache as a shallow boundary, so that `git log`
     and merge-base stop there instead of failing on a missing parent."""
     header = repo.git.cat_file("-p", commit).split("\n\n", 1)[0]
     parents = [ln.split()[1] for ln in header.splitlines() if ln.startswith("parent ")]
-    missing = [p for p in parents if repo.git.execute(["git", "cat-file", "-e", p], with_exceptions=False, with_extended_output=True)[0] != 0]
+    missing = [p for p in parents if not _has_object(repo, p)]
     if missing:
         shallow = Path(repo.git_dir) / "shallow"
         known = shallow.read_text().split() if shallow.is_file() else []

@@ -78,12 +78,13 @@ def noise_floor(aa_ratios: list[float]) -> float:
     return float(max(abs(r - 1.0) for r in aa_ratios))
 
 
-def verdict(r: Ratio, floor: float) -> str:
-    """'faster' / 'slower' (times: lower is better) or 'no measurable change' inside the noise floor."""
+def verdict(r: Ratio, floor: float, *, higher_is_better: bool = False) -> str:
+    """'faster' / 'slower' or 'no measurable change' inside the noise floor or the interval. Ratios of
+    times are better below 1; ratios of rates (t/s) with higher_is_better above 1."""
     change = r.ratio - 1.0
     if abs(change) <= floor or (r.ci_low <= 1.0 <= r.ci_high):
         return "no measurable change"
-    return "faster" if change < 0 else "slower"
+    return "faster" if (change > 0) == higher_is_better else "slower"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -46,3 +46,12 @@ def test_ratio_and_verdicts():
 def test_noise_floor_is_the_largest_aa_difference():
     assert stats.noise_floor([1.01, 0.97, 1.002]) == pytest.approx(0.03)
     assert stats.noise_floor([]) == 0.0
+
+
+def test_verdict_for_rates_where_higher_is_better():
+    base = [100.0, 101.0, 99.0, 100.5]
+    more = stats.ratio(base, [110.0, 111.0, 109.0, 110.5])
+    assert stats.verdict(more, 0.0, higher_is_better=True) == "faster"
+    assert stats.verdict(more, 0.0) == "slower"  # the same ratio of times would be a slowdown
+    same = stats.ratio(base, [100.2, 99.8, 100.9, 100.1])
+    assert stats.verdict(same, 0.0, higher_is_better=True) == "no measurable change"
