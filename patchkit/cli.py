@@ -135,7 +135,7 @@ def make_parser() -> argparse.ArgumentParser:
     # set_defaults(func=...) on its parsers)
     import importlib
 
-    for name in ("maintain", "wheel"):
+    for name in ("maintain", "wheel", "wheel_check"):
         try:
             mod = importlib.import_module(f"patchkit.{name}")
         except ModuleNotFoundError as e:

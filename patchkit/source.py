@@ -248,6 +248,82 @@ def extract_subdirs(archive: Path, dest: Path, subdirs: tuple[str, ...]) -> Path
     return dest / top
 
 
+def keep_prefixes(names: list[str], top: str, subdir: str) -> tuple[str, ...]:
+    """Archive paths (relative to `top`) that cover everything except .git/ and `subdir`."""
+    skip = subdir.strip("/").split("/")
+    rel = [n[len(top) + 1 :] for n in names if n.startswith(top + "/")]
+    keep: set[str] = set()
+    for depth in range(len(skip)):
+        parent = "/".join(skip[:depth])
+        for r in rel:
+            parts = r.split("/")
+            if len(parts) <= depth or "/".join(parts[:depth]) != parent or not parts[depth]:
+                continue
+            name = "/".join(parts[: depth + 1])
+            if parts[depth] == skip[depth] or (depth == 0 and parts[0] == ".git"):
+                continue
+            keep.add(name)
+    return tuple(sorted(keep))
+
+
+def project_paths(ws: Workspace, sd: SdistBase) -> tuple[Path, Path]:
+    """The cached sdist project (the sdist without .git and its vendored folder) and its record."""
+    stem = sdist_filename(sd).removesuffix(".tar.gz")
+    folder = ws.cache / "sdist-project"
+    return folder / f"{stem}.tar.gz", folder / f"{stem}.json"
+
+
+def _project_members(tar: tarfile.TarFile, archive: Path, subdir: str) -> list[tarfile.TarInfo]:
+    names = tar.getnames()
+    if not names:
+        raise FetchError(f"{archive}: empty archive")
+    top = names[0].split("/", 1)[0]
+    keep = keep_prefixes(names, top, subdir)
+    if "pyproject.toml" not in keep:
+        raise FetchError(f"{archive}: no pyproject.toml at the top of the sdist")
+    return _safe_members(tar, archive, tuple(f"{top}/{k}" for k in keep))
+
+
+def sdist_project(sd: SdistBase, ws: Workspace, *, offline: bool = False) -> Path:
+    """The sdist's project files without its vendored llama.cpp (about 1 MB instead of 76), as a
+    tar.gz cached next to the sdist and derived from the sha256-verified sdist only.
+
+    Its record (`.json`) holds the sdist's sha256 it was cut from and its own sha256; a cached project
+    archive is used only if both still match (the recipe's sdist sha256, the file's hash), so a machine
+    that cannot download the sdist (or carry 76 MB) can build wheels from the project archive and the
+    variant's tree alone."""
+    path, record = project_paths(ws, sd)
+    if path.is_file() and record.is_file():
+        rec = read_json(record)
+        if not isinstance(rec, dict) or rec.get("sdist_sha256") != sd.sha256 or rec.get("subdir") != sd.subdir:
+            raise FetchError(
+                f"{record}: cut from another sdist (sha256 {rec.get('sdist_sha256') if isinstance(rec, dict) else '?'}), "
+                f"not the recipe's {sd.sha256}; delete {path.parent} to cut it again"
+            )
+        got = sha256_file(path)
+        if got != rec.get("sha256"):
+            raise FetchError(f"{path}: sha256 {got} is not the {rec.get('sha256')} recorded when it was cut from the sdist; delete it to cut it again")
+        return path
+    try:
+        archive = download_sdist(sd, ws, offline=offline)
+    except FetchError as e:
+        raise FetchError(f"{e} (nor is its project archive {path})") from None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_name(path.name + ".part")
+    try:
+        with tarfile.open(archive, "r:gz") as src, tarfile.open(part, "w:gz") as dst:
+            members = _project_members(src, archive, sd.subdir)
+            for m in members:
+                dst.addfile(m, src.extractfile(m) if m.isfile() else None)
+    except (tarfile.TarError, EOFError, OSError) as e:
+        part.unlink(missing_ok=True)
+        raise FetchError(f"{archive}: cannot cut the project archive: {e}") from None
+    rec = {"sdist": archive.name, "sdist_sha256": sd.sha256, "subdir": sd.subdir, "sha256": sha256_file(part), "members": len(members)}
+    os.replace(part, path)
+    write_json(record, rec)
+    return path
+
+
 def _tree_of_folder(repo: git.Repo, folder: Path) -> str:
     """The git tree hash of a plain folder (ignored files included), written into the repo's objects."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -261,6 +337,7 @@ def _fetch_sdist(base: Base, ws: Workspace, repo: git.Repo, key: str, ref: str, 
     sd = base.sdist
     assert sd is not None
     archive = download_sdist(sd, ws, offline=offline)
+    sdist_project(sd, ws, offline=offline)  # what `patchkit wheel` needs besides the variant's tree
     subdir = sd.subdir.strip("/")
     tmp_root = ws.cache / "tmp"
     tmp_root.mkdir(parents=True, exist_ok=True)

@@ -126,24 +126,6 @@ def check_variant(ctx: workflow.Context, base: source.BaseInfo, variant: series.
 # Source assembly
 
 
-def _keep_prefixes(names: list[str], top: str, subdir: str) -> tuple[str, ...]:
-    """Archive paths (relative to `top`) that cover everything except .git/ and `subdir`."""
-    skip = subdir.strip("/").split("/")
-    rel = [n[len(top) + 1 :] for n in names if n.startswith(top + "/")]
-    keep: set[str] = set()
-    for depth in range(len(skip)):
-        parent = "/".join(skip[:depth])
-        for r in rel:
-            parts = r.split("/")
-            if len(parts) <= depth or "/".join(parts[:depth]) != parent or not parts[depth]:
-                continue
-            name = "/".join(parts[: depth + 1])
-            if parts[depth] == skip[depth] or (depth == 0 and parts[0] == ".git"):
-                continue
-            keep.add(name)
-    return tuple(sorted(keep))
-
-
 def extract_sdist(archive: Path, dest: Path, subdir: str) -> Path:
     """The sdist without its vendored folder and git metadata; returns the project folder."""
     try:
@@ -154,7 +136,7 @@ def extract_sdist(archive: Path, dest: Path, subdir: str) -> Path:
     if not names:
         raise BuildError(f"{archive}: empty archive")
     top = names[0].split("/", 1)[0]
-    keep = _keep_prefixes(names, top, subdir)
+    keep = source.keep_prefixes(names, top, subdir)
     if "pyproject.toml" not in keep:
         raise BuildError(f"{archive}: no pyproject.toml at the top of the sdist")
     return source.extract_subdirs(archive, dest, keep)
@@ -308,7 +290,7 @@ def build_wheel(args: argparse.Namespace) -> Path:
     tmp_root = ctx.ws.root / "wheels" / ".tmp"
     tmp_root.mkdir(parents=True, exist_ok=True)
     log = ctx.logs / f"wheel-{opts.config}-{name}.log"
-    archive = source.download_sdist(sd, ctx.ws, offline=ctx.offline)
+    archive = source.sdist_project(sd, ctx.ws, offline=ctx.offline)
     t0 = time.monotonic()
     with ctx.ws.lock(out_dir), tempfile.TemporaryDirectory(dir=tmp_root, prefix=f"{recipe.name}-{name}-") as tmp_s:
         tmp = Path(tmp_s)

@@ -2,6 +2,8 @@
 
     <work>/                      default ./.patchkit, or $PATCHKIT_WORK, or --work
       cache/sdist/<file>         downloaded sdists (re-verified against the recipe's sha256 on every use)
+      cache/sdist-project/       each sdist without .git and its vendored llama.cpp (+ .json record:
+                                 the sdist sha256 it was cut from, its own sha256): what `wheel` needs
       cache/llama.cpp.git        one bare git repo holding every base (refs/patchkit/bases/*)
       cache/bases/<key>.json     what each base ref is (route, commit, upstream, how it was verified)
       variants/<recipe>/<name>   one git worktree per variant (branch pk/<recipe>/<name>)

@@ -9,20 +9,23 @@ that a second `patchkit wheel` says so).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from patchkit import series, wheel
-from patchkit.errors import BuildError
-from patchkit.model import spec_from_mapping, write_synthetic_gguf
+from patchkit import series, source, wheel, wheel_check
+from patchkit.errors import BuildError, FetchError
+from patchkit.workspace import Workspace
 
 from .conftest import ROOT, copy_cache
 
@@ -31,33 +34,6 @@ pytestmark = pytest.mark.integration
 VARIANT = "+0001+0002"
 UPSTREAM = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
 N_GEN = 6
-
-# a small model with the seed's attention geometry (head dim 256, GQA 6)
-MODEL = {"n_layer": 2, "n_embd": 256, "n_head": 6, "n_head_kv": 1, "head_dim": 256, "n_ff": 512,
-         "n_vocab": 512, "context_length": 1024}  # fmt: skip
-
-GENERATE = r"""
-import json, pathlib, sys
-import llama_cpp
-from llama_cpp import Llama
-
-info = json.loads((pathlib.Path(llama_cpp.__file__).parent / "patchkit.json").read_text())
-llm = Llama(model_path=sys.argv[1], n_ctx=256, n_threads=2, n_batch=64, seed=0, verbose=False,
-            flash_attn=True, type_k=llama_cpp.GGML_TYPE_Q4_0, type_v=llama_cpp.GGML_TYPE_Q4_0)
-prompt = llm.tokenize(b"hello world")
-out = []
-for tok in llm.generate(prompt, temp=0.0):
-    out.append(int(tok))
-    if len(out) >= int(sys.argv[2]):
-        break
-print(json.dumps({
-    "file": llama_cpp.__file__, "version": llama_cpp.__version__, "prompt": prompt, "tokens": out,
-    "text": llm.detokenize(out).decode("utf-8", "replace"), "info": info,
-    "flash_attn": llm.context_params.flash_attn_type, "type_k": llm.context_params.type_k,
-    "type_v": llm.context_params.type_v,
-}))
-"""
-
 
 def _wheel_path(stdout: str) -> Path:
     m = re.search(r"^wheel(?: up to date)?: (.+\.whl)$", stdout, re.MULTILINE)
@@ -76,7 +52,74 @@ def test_version_label_is_pep440_local():
 def test_sdist_is_extracted_without_its_vendored_tree():
     names = ["p-1", "p-1/pyproject.toml", "p-1/llama_cpp/__init__.py", "p-1/.git/HEAD", "p-1/vendor",
              "p-1/vendor/llama.cpp", "p-1/vendor/llama.cpp/CMakeLists.txt", "p-1/vendor/other/x.c"]  # fmt: skip
-    assert wheel._keep_prefixes(names, "p-1", "vendor/llama.cpp") == ("llama_cpp", "pyproject.toml", "vendor/other")
+    assert source.keep_prefixes(names, "p-1", "vendor/llama.cpp") == ("llama_cpp", "pyproject.toml", "vendor/other")
+
+
+def test_project_archive_is_the_sdist_without_its_vendored_tree(work, base, default_recipe):
+    """Cut once from the verified sdist (by fetch), and byte for byte the sdist's files."""
+    sd = default_recipe.base.sdist
+    path = source.sdist_project(sd, work)
+    rec = json.loads(source.project_paths(work, sd)[1].read_text())
+    assert rec["sdist_sha256"] == sd.sha256 and rec["sha256"] == source.sha256_file(path)
+    with tarfile.open(path) as cut, tarfile.open(work.sdist(source.sdist_filename(sd))) as full:
+        names = cut.getnames()
+        assert len(names) == rec["members"]
+        rel = {n.split("/", 1)[1] for n in names if "/" in n}
+        assert "pyproject.toml" in rel and "llama_cpp/__init__.py" in rel and "CMakeLists.txt" in rel
+        assert not [n for n in rel if n.startswith(("vendor/llama.cpp", ".git/"))]
+        for n in names:
+            if n.endswith(("pyproject.toml", "llama_cpp/__init__.py", "llama_cpp/llama_cpp.py")):
+                assert cut.extractfile(n).read() == full.extractfile(n).read(), n
+    assert path.stat().st_size < 2_000_000  # vs 76 MB for the whole sdist
+
+
+def test_project_archive_alone_serves_offline_and_is_checked(work, base, default_recipe, tmp_path):
+    """A machine that has only the project archive (what travels to the GPU machine) uses it offline;
+    a changed archive or a record from another sdist is refused, naming the file."""
+    sd = default_recipe.base.sdist
+    path, record = source.project_paths(work, sd)
+    source.sdist_project(sd, work)
+    ws = Workspace.at(tmp_path / "w")
+    with pytest.raises(FetchError, match=r"not in the cache and --offline was given \(nor is its project archive "):
+        source.sdist_project(sd, ws, offline=True)
+    dst, dst_rec = source.project_paths(ws, sd)
+    dst.parent.mkdir(parents=True)
+    shutil.copy(path, dst)
+    shutil.copy(record, dst_rec)
+    assert source.sdist_project(sd, ws, offline=True) == dst  # no sdist in this work folder
+    assert not ws.sdist(source.sdist_filename(sd)).exists()
+
+    with open(dst, "ab") as f:
+        f.write(b"x")
+    with pytest.raises(FetchError, match=rf"{re.escape(str(dst))}: sha256 [0-9a-f]{{64}} is not the {json.loads(record.read_text())['sha256']} recorded"):
+        source.sdist_project(sd, ws, offline=True)
+    shutil.copy(path, dst)
+    other = dataclasses.replace(sd, sha256="0" * 64)
+    with pytest.raises(FetchError, match=rf"{re.escape(str(dst_rec))}: cut from another sdist \(sha256 {sd.sha256}\), not the recipe's 0{{64}}"):
+        source.sdist_project(other, ws, offline=True)
+
+
+def test_wheel_check_environment_sees_a_parent_virtualenv(tmp_path):
+    """Run from a virtual environment, the new one also sees that environment's packages (after its own)."""
+    parent = tmp_path / "parent"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(parent)], check=True)
+    code = (
+        "import subprocess, sys, site, pathlib\n"
+        "from patchkit.wheel_check import see_parent_packages\n"
+        "child = pathlib.Path(sys.argv[1])\n"
+        "subprocess.run([sys.executable, '-m', 'venv', '--without-pip', '--system-site-packages', str(child)], check=True)\n"
+        "see_parent_packages(child / 'bin' / 'python')\n"
+        "print(site.getsitepackages()[0])\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([parent / "bin" / "python", "-c", code, tmp_path / "child"], check=True, capture_output=True, text=True, env=env)
+    parent_site = r.stdout.strip().splitlines()[-1]
+    assert parent_site.startswith(str(parent))
+    path = subprocess.run([tmp_path / "child" / "bin" / "python", "-c", "import sys; print('\\n'.join(sys.path))"],
+                          check=True, capture_output=True, text=True).stdout.splitlines()  # fmt: skip
+    assert parent_site in path
+    own = [p for p in path if p.startswith(str(tmp_path / "child")) and p.endswith("site-packages")]
+    assert own and path.index(own[0]) < path.index(parent_site)
 
 
 def test_cpu_wheel_installs_and_generates(work, cli, default_recipe, tmp_path):
@@ -102,25 +145,23 @@ def test_cpu_wheel_installs_and_generates(work, cli, default_recipe, tmp_path):
     again = cli(*args)
     assert "wheel up to date" in again.stdout and _wheel_path(again.stdout) == whl
 
-    venv = tmp_path / "venv"
-    # system site packages: numpy, jinja2, typing-extensions from this environment; pip adds the rest
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
-    py = venv / "bin" / "python"
-    inst = subprocess.run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", str(whl)], check=False, capture_output=True, text=True)
-    assert inst.returncode == 0, inst.stdout + inst.stderr[-4000:]
-
-    model = write_synthetic_gguf(tmp_path / "model.gguf", spec_from_mapping(MODEL))
-    run = subprocess.run([py, "-c", GENERATE, str(model), str(N_GEN)], check=False, capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert run.returncode == 0, run.stderr[-4000:]
-    got = json.loads(run.stdout.strip().splitlines()[-1])
+    # what a user does with it: a fresh virtual environment, pip install, generate (patchkit wheel-check)
+    out = tmp_path / "check.json"
+    chk = cli("wheel-check", str(whl), "--work", str(work.root), "--tokens", str(N_GEN), "--json", str(out))
+    assert re.search(rf"generated {N_GEN} tokens in [0-9.]+ s", chk.stdout), chk.stdout
+    got = json.loads(out.read_text())
+    assert got["ok"] is True
 
     # the installed package is the wheel's, not something else on the path
-    assert Path(got["file"]).is_relative_to(venv), got["file"]
+    assert "/wheels/.tmp/check-" in got["file"] and got["file"].endswith("/site-packages/llama_cpp/__init__.py"), got["file"]
     assert got["version"] == "0.3.36+pk.0c1e5709.p0001.p0002.cpu"
-    assert len(got["tokens"]) == N_GEN and all(0 <= t < MODEL["n_vocab"] for t in got["tokens"])
+    assert len(got["tokens"]) == N_GEN and all(0 <= t < wheel_check.SMOKE_MODEL["n_vocab"] for t in got["tokens"])
     assert got["flash_attn"] == 1 and got["type_k"] == got["type_v"] == 2  # enabled, GGML_TYPE_Q4_0
+    assert got["gpu_layers"] == 0 and got["devices"] == []  # a CPU wheel: no CUDA device in llama.cpp's log
+    assert Path(got["log"]).is_file() and "llama_model_loader" in Path(got["log"]).read_text()
 
-    info = got["info"]
+    info = wheel.read_wheel_info(whl)
+    assert info["wheel_key"] == got["wheel_key"]
     state = json.loads(series.state_path(work, default_recipe, series.plan_variants(default_recipe, only=(VARIANT,))[0]).read_text())
     assert info["variant"] == VARIANT and info["recipe"] == default_recipe.name
     assert info["base"]["commit"] == UPSTREAM and info["head"] == state["head"]
