@@ -38,3 +38,17 @@ def test_cpu_wheel_log_has_no_cuda_device():
 def test_partial_offload_is_the_last_report():
     text = "load_tensors: offloaded 1/3 layers to GPU\nllama_prepare_model_devices: using device CUDA1 (NVIDIA L4) (0000:01:00.0)\nload_tensors: offloaded 2/3 layers to GPU\n"
     assert parse_llama_log(text) == {"devices": ["CUDA1 (NVIDIA L4)"], "offloaded": [2, 3]}
+
+
+def test_second_device_run_needed_no_workaround():
+    """The second H200 run (fixed wheel-check, no PYTHONPATH): pip saw the parent environment's
+    packages through the .pth file, and generation gave the first run's tokens."""
+    run2 = H200 / "second-run"
+    pip = (run2 / "check-pip.log").read_text()
+    assert "Requirement already satisfied: numpy" in pip and "in /opt/torch/.venv/lib/python3.12/site-packages" in pip
+    assert pip.rstrip().splitlines()[-1].startswith("# exit: 0,")
+    res = json.loads((run2 / "wheel-check.json").read_text())
+    assert res["ok"] is True and res["offloaded"] == parse_llama_log((run2 / "check-generate.log").read_text())["offloaded"] == [3, 3]
+    assert res["tokens"] == json.loads((H200 / "wheel-check.json").read_text())["tokens"]
+    job = (run2 / "job.log").read_text()
+    assert "built in 310 s (+0001+0002, cuda-90)" in job and "offloaded [3, 3]" in job
