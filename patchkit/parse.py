@@ -1228,3 +1228,13 @@ def summarize_kernels(launches: Iterable[KernelLaunch]) -> list[KernelSummary]:
     rows = [KernelSummary(name, int(a[0]), a[1], (a[1] / grand) if grand > 0 else 0.0) for name, a in acc.items()]
     rows.sort(key=lambda r: (-r.total_ns, r.name))
     return rows
+
+
+_PERF_PRINT = re.compile(r"^[\d.]* ?[A-Z]? ?common_perf_print:", re.MULTILINE)
+
+
+def completion_finished(log_text: str) -> bool:
+    """Whether a llama-completion log holds its closing `common_perf_print:` lines: written after the
+    generated text through the same (first in, first out) logger, so their presence means none of
+    the text was lost at exit."""
+    return _PERF_PRINT.search(log_text) is not None

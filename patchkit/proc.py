@@ -84,6 +84,7 @@ def run(
         logf.flush()
 
     lock = threading.Lock()
+    ends_line = [True]  # whether the log's last write ended a line (the exit line starts a new one)
 
     def pump(stream_in, keep: bool = True) -> None:
         for line in stream_in:
@@ -92,9 +93,9 @@ def run(
             with lock:
                 if logf:
                     logf.write(line)
+                    ends_line[0] = line.endswith("\n")
             if not keep:
                 continue
-                logf.write(line)
             if stream:
                 sys.stderr.write(line)
             if on_line is not None:
@@ -135,7 +136,7 @@ def run(
     seconds = time.monotonic() - start
     if log is not None:
         with open(log, "a", encoding="utf-8") as f:
-            f.write(f"# exit: {returncode if returncode is not None else 'timeout'}, {seconds:.1f} s\n")
+            f.write(("" if ends_line[0] else "\n") + f"# exit: {returncode if returncode is not None else 'timeout'}, {seconds:.1f} s\n")
     out = "".join(out_chunks)
     done = Completed(argv=args, returncode=returncode, seconds=seconds, log=log, stdout=out)
     if check and not done.ok:

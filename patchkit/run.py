@@ -56,7 +56,9 @@ def _run_logged(bundle: Bundle, name: str, argv: list, *, timeout: float | None,
     return done, _failure(done, timeout), log
 
 
-_EXIT = re.compile(r"^# exit: (\S+), ([\d.]+) s$")
+# the exit line; logs written before proc.run started it on a new line have it glued to output that
+# did not end with a newline
+_EXIT = re.compile(r"# exit: (\S+), ([\d.]+) s$")
 
 
 def completed_from_log(log: Path) -> proc.Completed:
@@ -69,11 +71,13 @@ def completed_from_log(log: Path) -> proc.Completed:
         body = body[1:]
     while body and body[-1] == "":
         body.pop()
-    m = _EXIT.match(body[-1]) if body else None
+    m = _EXIT.search(body[-1]) if body else None
     if m is None:
         raise ParseError(f"{log}: truncated raw log: no '# exit:' line (the run was interrupted)")
     rc = None if m.group(1) == "timeout" else int(m.group(1))
-    return proc.Completed(argv=[lines[0][2:]], returncode=rc, seconds=float(m.group(2)), log=log, stdout="\n".join(body[:-1]) + "\n")
+    glued = body[-1][: m.start()]
+    out = "\n".join(body[:-1]) + "\n" + glued if glued else "\n".join(body[:-1]) + "\n"
+    return proc.Completed(argv=[lines[0][2:]], returncode=rc, seconds=float(m.group(2)), log=log, stdout=out)
 
 
 def _run_parsed(bundle: Bundle, name: str, argv: list, parser, errors: list[str], what: str, logs: list[str], *, timeout: float, separate_stderr: bool = False):
@@ -330,10 +334,29 @@ def long_prompt(n_chars: int, seed_text: str) -> str:
 _PROMPT_TOKENS = re.compile(r"prompt eval time =\s+[\d.]+ ms /\s+(\d+) tokens")
 
 
-def _generate(bundle: Bundle, b: Bins, model: Path, prompt_file: Path, n_predict: int, ctx: int, type_k: str, type_v: str, tag: str, timeout: float) -> tuple[str | None, str, str, int | None]:
+# llama.cpp's common tools (llama-completion, llama-perplexity) write through an asynchronous logger
+# that at this base is never flushed at exit (common/log.cpp, upstream issue 22142): a run can end
+# with exit 0 and the tail of its output missing. Such a run is run again (every log kept), up to
+# ATTEMPTS times, rather than read, so a lost tail is never reported as a difference.
+ATTEMPTS = 3
+
+
+def _run_whole(bundle: Bundle, name: str, argv: list, finished, what: str, *, timeout: float, logs: list[str], separate_stderr: bool = False) -> tuple[proc.Completed | None, str, Path]:
+    """_run_logged until `finished(log text)` (the tool's closing lines are in the log)."""
+    for attempt in range(1, ATTEMPTS + 1):
+        done, why, log = _run_logged(bundle, name + (f"-try{attempt}" if attempt > 1 else ""), argv, timeout=timeout, separate_stderr=separate_stderr)
+        logs.append(bundle.rel(log))
+        if why or done is None or finished(log.read_text(errors="replace")):
+            return done, why, log
+    return None, f"{argv and Path(str(argv[0])).name}'s output was cut short in {ATTEMPTS} runs (no {what}; llama.cpp's logger is not flushed at exit)", log
+
+
+def _generate(bundle: Bundle, b: Bins, model: Path, prompt_file: Path, n_predict: int, ctx: int, type_k: str, type_v: str, tag: str, timeout: float, logs: list[str]) -> tuple[str | None, str, str, int | None]:
+    """One greedy generation; complete when its log holds the closing `common_perf_print:` lines."""
     argv = [b.exe("llama-completion"), "-m", model, "-f", prompt_file, "-n", str(n_predict), "--temp", "0", "-s", "0",
             "-c", str(ctx), "-fa", "on", "-ctk", type_k, "-ctv", type_v, "-no-cnv", "--no-display-prompt", "--ignore-eos", "-ngl", "99"]  # fmt: skip
-    done, why, log = _run_logged(bundle, f"gen-{tag}-{b.variant}", argv, timeout=timeout, separate_stderr=True)
+    done, why, log = _run_whole(bundle, f"gen-{tag}-{b.variant}", argv, parse.completion_finished, "closing common_perf_print lines",
+                                timeout=timeout, logs=logs, separate_stderr=True)  # fmt: skip
     if why or done is None:
         return None, why, bundle.rel(log), None
     m = _PROMPT_TOKENS.search(log.read_text(errors="replace"))
@@ -385,8 +408,7 @@ def run_numerics(
             pf.write_text(text)
             ctx = len(text) + n_predict + 512
             for b in bins:
-                gens.setdefault(b.variant, {})[(d, pi)] = _generate(bundle, b, model, pf, n_predict, ctx, type_k, type_v, f"d{d}-p{pi}", timeout)
-                logs.append(gens[b.variant][(d, pi)][2])
+                gens.setdefault(b.variant, {})[(d, pi)] = _generate(bundle, b, model, pf, n_predict, ctx, type_k, type_v, f"d{d}-p{pi}", timeout, logs)
     # KL divergence against base over a fixed text
     kl_text = work / "kl.txt"
     kl_text.write_text(long_prompt(kl_ctx * kl_chunks * 6, " ".join(prompts)))
@@ -395,14 +417,14 @@ def run_numerics(
     base = next((b for b in bins if b.variant == "base"), None)
     if base is not None:
         common = ["-f", kl_text, "-c", str(kl_ctx), "--chunks", str(kl_chunks), "-fa", "on", "-ctk", type_k, "-ctv", type_v, "-ngl", "99"]
-        done, why, log = _run_logged(bundle, "kld-base", [base.exe("llama-perplexity"), "-m", model, *common, "--kl-divergence-base", base_logits], timeout=timeout)
-        logs.append(bundle.rel(log))
+        done, why, log = _run_whole(bundle, "kld-base", [base.exe("llama-perplexity"), "-m", model, *common, "--kl-divergence-base", base_logits],
+                                    lambda s: "Final estimate: PPL" in s, "'Final estimate' line", timeout=timeout, logs=logs)  # fmt: skip
         if not why:
             for b in bins:
                 if b is base:
                     continue
-                done, why2, log = _run_logged(bundle, f"kld-{b.variant}", [b.exe("llama-perplexity"), "-m", model, *common, "--kl-divergence-base", base_logits, "--kl-divergence"], timeout=timeout)
-                logs.append(bundle.rel(log))
+                done, why2, log = _run_whole(bundle, f"kld-{b.variant}", [b.exe("llama-perplexity"), "-m", model, *common, "--kl-divergence-base", base_logits, "--kl-divergence"],
+                                             lambda s: "Same top p:" in s, "'Same top p' line", timeout=timeout, logs=logs)  # fmt: skip
                 try:
                     kld[b.variant] = {**parse_kld(done.stdout if done else "", str(log)), "log": bundle.rel(log)} if not why2 else {"error": why2, "log": bundle.rel(log)}
                 except ParseError as e:
