@@ -75,8 +75,7 @@ def completed_from_log(log: Path) -> proc.Completed:
     if m is None:
         raise ParseError(f"{log}: truncated raw log: no '# exit:' line (the run was interrupted)")
     rc = None if m.group(1) == "timeout" else int(m.group(1))
-    glued = body[-1][: m.start()]
-    out = "\n".join(body[:-1]) + "\n" + glued if glued else "\n".join(body[:-1]) + "\n"
+    out = "\n".join(body[:-1]) + "\n" + body[-1][: m.start()]  # what was glued before the exit line, if anything
     return proc.Completed(argv=[lines[0][2:]], returncode=rc, seconds=float(m.group(2)), log=log, stdout=out)
 
 
@@ -348,7 +347,7 @@ def _run_whole(bundle: Bundle, name: str, argv: list, finished, what: str, *, ti
         logs.append(bundle.rel(log))
         if why or done is None or finished(log.read_text(errors="replace")):
             return done, why, log
-    return None, f"{argv and Path(str(argv[0])).name}'s output was cut short in {ATTEMPTS} runs (no {what}; llama.cpp's logger is not flushed at exit)", log
+    return None, f"{Path(str(argv[0])).name}'s output was cut short in {ATTEMPTS} runs (no {what}; llama.cpp's logger is not flushed at exit)", log
 
 
 def _generate(bundle: Bundle, b: Bins, model: Path, prompt_file: Path, n_predict: int, ctx: int, type_k: str, type_v: str, tag: str, timeout: float, logs: list[str]) -> tuple[str | None, str, str, int | None]:

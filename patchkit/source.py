@@ -273,25 +273,26 @@ def project_paths(ws: Workspace, sd: SdistBase) -> tuple[Path, Path]:
     return folder / f"{stem}.tar.gz", folder / f"{stem}.json"
 
 
-def _project_members(tar: tarfile.TarFile, archive: Path, subdir: str) -> list[tarfile.TarInfo]:
-    names = tar.getnames()
+def project_prefixes(names: list[str], archive: Path, subdir: str) -> tuple[str, tuple[str, ...]]:
+    """An sdist's top folder and the paths under it that make its project: all but .git/ and
+    `subdir`; refuses an archive without a pyproject.toml at the top."""
     if not names:
         raise FetchError(f"{archive}: empty archive")
     top = names[0].split("/", 1)[0]
     keep = keep_prefixes(names, top, subdir)
     if "pyproject.toml" not in keep:
         raise FetchError(f"{archive}: no pyproject.toml at the top of the sdist")
-    return _safe_members(tar, archive, tuple(f"{top}/{k}" for k in keep))
+    return top, keep
 
 
-def sdist_project(sd: SdistBase, ws: Workspace, *, offline: bool = False) -> Path:
+def sdist_project(sd: SdistBase, ws: Workspace, *, offline: bool = False, archive: Path | None = None) -> Path:
     """The sdist's project files without its vendored llama.cpp (about 1 MB instead of 76), as a
     tar.gz cached next to the sdist and derived from the sha256-verified sdist only.
 
     Its record (`.json`) holds the sdist's sha256 it was cut from and its own sha256; a cached project
     archive is used only if both still match (the recipe's sdist sha256, the file's hash), so a machine
     that cannot download the sdist (or carry 76 MB) can build wheels from the project archive and the
-    variant's tree alone."""
+    variant's tree alone. `archive`: the sdist, where the caller has just verified it."""
     path, record = project_paths(ws, sd)
     if path.is_file() and record.is_file():
         rec = read_json(record)
@@ -304,15 +305,17 @@ def sdist_project(sd: SdistBase, ws: Workspace, *, offline: bool = False) -> Pat
         if got != rec.get("sha256"):
             raise FetchError(f"{path}: sha256 {got} is not the {rec.get('sha256')} recorded when it was cut from the sdist; delete it to cut it again")
         return path
-    try:
-        archive = download_sdist(sd, ws, offline=offline)
-    except FetchError as e:
-        raise FetchError(f"{e} (nor is its project archive {path})") from None
+    if archive is None:
+        try:
+            archive = download_sdist(sd, ws, offline=offline)
+        except FetchError as e:
+            raise FetchError(f"{e} (nor is its project archive {path})") from None
     path.parent.mkdir(parents=True, exist_ok=True)
     part = path.with_name(path.name + ".part")
     try:
         with tarfile.open(archive, "r:gz") as src, tarfile.open(part, "w:gz") as dst:
-            members = _project_members(src, archive, sd.subdir)
+            top, keep = project_prefixes(src.getnames(), archive, sd.subdir)
+            members = _safe_members(src, archive, tuple(f"{top}/{k}" for k in keep))
             for m in members:
                 dst.addfile(m, src.extractfile(m) if m.isfile() else None)
     except (tarfile.TarError, EOFError, OSError) as e:
@@ -337,7 +340,7 @@ def _fetch_sdist(base: Base, ws: Workspace, repo: git.Repo, key: str, ref: str, 
     sd = base.sdist
     assert sd is not None
     archive = download_sdist(sd, ws, offline=offline)
-    sdist_project(sd, ws, offline=offline)  # what `patchkit wheel` needs besides the variant's tree
+    sdist_project(sd, ws, archive=archive)  # what `patchkit wheel` needs besides the variant's tree
     subdir = sd.subdir.strip("/")
     tmp_root = ws.cache / "tmp"
     tmp_root.mkdir(parents=True, exist_ok=True)

@@ -127,18 +127,14 @@ def check_variant(ctx: workflow.Context, base: source.BaseInfo, variant: series.
 
 
 def extract_sdist(archive: Path, dest: Path, subdir: str) -> Path:
-    """The sdist without its vendored folder and git metadata; returns the project folder."""
+    """The sdist (or its project archive) without its vendored folder and git metadata; returns the
+    project folder."""
     try:
         with tarfile.open(archive, "r:gz") as tar:
             names = tar.getnames()
     except (tarfile.TarError, EOFError, OSError) as e:
         raise BuildError(f"{archive}: cannot read: {e}") from None
-    if not names:
-        raise BuildError(f"{archive}: empty archive")
-    top = names[0].split("/", 1)[0]
-    keep = source.keep_prefixes(names, top, subdir)
-    if "pyproject.toml" not in keep:
-        raise BuildError(f"{archive}: no pyproject.toml at the top of the sdist")
+    _, keep = source.project_prefixes(names, archive, subdir)
     return source.extract_subdirs(archive, dest, keep)
 
 

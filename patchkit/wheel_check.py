@@ -1,10 +1,11 @@
 """`patchkit wheel-check`: install a patchkit wheel into a fresh virtual environment and generate.
 
 What a user does with the wheel, done once by the tool so that a wheel is proven before it is handed
-on: a new virtual environment (with the system site packages, so numpy and friends need no download),
-(where patchkit's Python is itself a virtual environment, its packages too), `pip install` of the wheel with its dependencies (`--find-links DIR --no-index` offline), a model (the
-one given, or the synthetic llama-architecture model of `patchkit model synth` with the seed's attention
-geometry: head dim 256, GQA 6), and greedy generation through `llama_cpp.Llama` with flash attention
+on: a new virtual environment that sees the system site packages (and, where patchkit's Python is
+itself a virtual environment, that one's packages too), so numpy and friends need no download;
+`pip install` of the wheel with its dependencies (`--find-links DIR --no-index` offline); a model (the
+one given, or a synthetic llama-architecture model with the seed's attention geometry: head dim 256,
+GQA 6); and greedy generation through `llama_cpp.Llama` with flash attention
 and q4_0 K/V cache, all layers offloaded for a CUDA wheel. The check fails (one line, exit 2) unless
 the imported package is the one installed from the wheel, its version and patchkit.json are the
 wheel's, and it generated the tokens asked for; for a CUDA wheel, also unless llama.cpp reported the
@@ -66,10 +67,8 @@ _DEVICE_RE = re.compile(r"using device (CUDA\d+) \(([^)]*)\)")
 def parse_llama_log(text: str) -> dict:
     """What llama.cpp's load log says about placement: the CUDA devices used and the offloaded layers."""
     devices = sorted({f"{m.group(1)} ({m.group(2)})" for m in _DEVICE_RE.finditer(text)})
-    m = None
-    for m in _OFFLOADED_RE.finditer(text):
-        pass
-    return {"devices": devices, "offloaded": [int(m.group(1)), int(m.group(2))] if m else None}
+    offloaded = _OFFLOADED_RE.findall(text)
+    return {"devices": devices, "offloaded": [int(n) for n in offloaded[-1]] if offloaded else None}
 
 
 def see_parent_packages(py: Path) -> None:
