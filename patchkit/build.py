@@ -56,7 +56,14 @@ class BuildOptions:
         return d
 
 
-def options_from(recipe: Recipe, *, backend: str | None = None, archs: tuple[str, ...] = (), jobs: int = 0, extra: tuple[str, ...] = ()) -> BuildOptions:
+def options_from(
+    recipe: Recipe,
+    *,
+    backend: str | None = None,
+    archs: tuple[str, ...] = (),
+    jobs: int = 0,
+    extra: tuple[str, ...] = (),
+) -> BuildOptions:
     b = recipe.build
     backend = backend or b.backend
     if backend not in ("cuda", "cpu"):
@@ -66,7 +73,9 @@ def options_from(recipe: Recipe, *, backend: str | None = None, archs: tuple[str
         raw = archs or b.arch
         arch_list = tuple(a for part in raw for a in re.split(r"[;,\s]+", part) if a)
         for a in arch_list:
-            if not (a.isdigit() or a in ("native", "all", "all-major") or re.fullmatch(r"\d+[af]?(-real|-virtual)?", a)):
+            if not (
+                a.isdigit() or a in ("native", "all", "all-major") or re.fullmatch(r"\d+[af]?(-real|-virtual)?", a)
+            ):
                 raise BuildError(f"--arch: {a!r} is not a CUDA architecture (e.g. 89, 90, '89;90', native)")
     return BuildOptions(
         backend=backend,
@@ -140,7 +149,16 @@ def toolchain(opts: BuildOptions) -> Toolchain:
         if not found:
             raise ToolNotFound(f"{lib}: lib{name}.so not found in the nvidia-cublas wheel")
     notes = [f"cuBLAS from the nvidia-cublas wheel at {lib.parent}"]
-    if not any(any(Path(d).glob("libcuda.so*")) for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", str(root / "lib64" / "stubs"), *map(str, root.glob("targets/*/lib/stubs")))):
+    if not any(
+        any(Path(d).glob("libcuda.so*"))
+        for d in (
+            "/usr/lib/x86_64-linux-gnu",
+            "/usr/lib64",
+            "/usr/lib",
+            str(root / "lib64" / "stubs"),
+            *map(str, root.glob("targets/*/lib/stubs")),
+        )
+    ):
         # ggml-cuda links CUDA::cuda_driver; without a driver or stub library only compiling works (--check)
         args.append("-DCUDA_cuda_driver_LIBRARY=/usr/lib/x86_64-linux-gnu/libcuda.so")
         notes.append("no libcuda.so (driver or stub): objects compile, binaries do not link")
@@ -153,7 +171,10 @@ def toolchain(opts: BuildOptions) -> Toolchain:
     ]
     return Toolchain(
         cmake_args=tuple(args),
-        env={"LIBRARY_PATH": f"{lib}:{os.environ.get('LIBRARY_PATH', '')}", "LD_LIBRARY_PATH": f"{lib}:{os.environ.get('LD_LIBRARY_PATH', '')}"},
+        env={
+            "LIBRARY_PATH": f"{lib}:{os.environ.get('LIBRARY_PATH', '')}",
+            "LD_LIBRARY_PATH": f"{lib}:{os.environ.get('LD_LIBRARY_PATH', '')}",
+        },
         notes=tuple(notes),
     )
 
@@ -224,7 +245,9 @@ def bin_dir(ws: Workspace, recipe: Recipe, opts: BuildOptions, variant: str) -> 
     return build_root(ws, recipe, opts) / "bin" / variant
 
 
-def find_build(ws: Workspace, recipe: Recipe, opts: BuildOptions, state: VariantState, tc: Toolchain | None = None) -> BuildResult | None:
+def find_build(
+    ws: Workspace, recipe: Recipe, opts: BuildOptions, state: VariantState, tc: Toolchain | None = None
+) -> BuildResult | None:
     """The finished build of this exact variant state and options, or None."""
     manifest = bin_dir(ws, recipe, opts, state.name) / "manifest.json"
     if not manifest.is_file():
@@ -268,11 +291,17 @@ class _Progress:
 
 def _configure(src: Path, bdir: Path, opts: BuildOptions, tc: Toolchain, log: Path) -> None:
     args = [
-        "cmake", "-S", str(src), "-B", str(bdir), "-G", "Ninja",
+        "cmake",
+        "-S",
+        str(src),
+        "-B",
+        str(bdir),
+        "-G",
+        "Ninja",
         f"-DCMAKE_BUILD_TYPE={opts.build_type}",
         *tc.cmake_args,
         *opts.cmake_options,
-    ]  # fmt: skip
+    ]
     stamp = bdir / "patchkit-configure.json"
     if (bdir / "CMakeCache.txt").is_file() and stamp.is_file() and read_json(stamp) == args:
         return
@@ -284,7 +313,9 @@ def _configure(src: Path, bdir: Path, opts: BuildOptions, tc: Toolchain, log: Pa
     write_json(stamp, args)
 
 
-def _ninja(bdir: Path, targets: list[str], opts: BuildOptions, tc: Toolchain, log: Path, desc: str, keep_going: bool = False) -> proc.Completed:
+def _ninja(
+    bdir: Path, targets: list[str], opts: BuildOptions, tc: Toolchain, log: Path, desc: str, keep_going: bool = False
+) -> proc.Completed:
     args = ["ninja", "-C", str(bdir)]
     if opts.jobs:
         args += ["-j", str(opts.jobs)]
@@ -302,7 +333,11 @@ def _ninja(bdir: Path, targets: list[str], opts: BuildOptions, tc: Toolchain, lo
 
 def _move_tree(ws: Workspace, recipe: Recipe, root: Path, base: BaseInfo, head: str) -> Path:
     tree = root / "tree"
-    wt = checkout_base(open_cache_repo(ws), tree, base.commit, recipe.base.prune) if not (tree / ".git").exists() else git.Repo(tree)
+    wt = (
+        checkout_base(open_cache_repo(ws), tree, base.commit, recipe.base.prune)
+        if not (tree / ".git").exists()
+        else git.Repo(tree)
+    )
     wt.git.checkout("--detach", "--force", head)
     return tree
 
@@ -339,10 +374,24 @@ def build_variants(
                 shutil.copy2(exe, tmp / t)
             seconds = time.monotonic() - t0
             result = BuildResult(
-                variant=state.name, key=build_key(state, opts, tc), head=state.head, bin_dir=str(out),
-                seconds=round(seconds, 1), reused=False, steps=steps, log=str(log),
-            )  # fmt: skip
-            write_json(tmp / "manifest.json", {"key": result.key, "cmake_args": list(tc.cmake_args), "options": opts.key_material(), "result": result.to_dict()})
+                variant=state.name,
+                key=build_key(state, opts, tc),
+                head=state.head,
+                bin_dir=str(out),
+                seconds=round(seconds, 1),
+                reused=False,
+                steps=steps,
+                log=str(log),
+            )
+            write_json(
+                tmp / "manifest.json",
+                {
+                    "key": result.key,
+                    "cmake_args": list(tc.cmake_args),
+                    "options": opts.key_material(),
+                    "result": result.to_dict(),
+                },
+            )
             shutil.rmtree(out, ignore_errors=True)
             os.replace(tmp, out)
             print(f"{state.name}: built in {seconds:.0f} s ({steps} steps) -> {out}")
@@ -441,12 +490,22 @@ def check(
                 objs = object_targets(bdir, sources, tc.env)
                 missing = [s for s in sources if s not in objs]
                 for s in missing:
-                    items.append(CheckItem(variant=state.name, arch=arch, source=s, ok=False, error="no build target for this file in this configuration"))
+                    items.append(
+                        CheckItem(
+                            variant=state.name,
+                            arch=arch,
+                            source=s,
+                            ok=False,
+                            error="no build target for this file in this configuration",
+                        )
+                    )
                 log = logs / f"check-{one.config}-{state.name}.log"
                 done = _ninja(bdir, list(objs.values()), one, tc, log, f"check {state.name} sm_{arch}", keep_going=True)
                 failed = _failed_objects(done.stdout)
                 for src, obj in objs.items():
                     err = next((e for o, e in failed.items() if o.endswith(obj) or obj.endswith(o)), "")
                     items.append(CheckItem(variant=state.name, arch=arch, source=src, ok=not err, error=err))
-                print(f"check {state.name} arch {arch}: {sum(1 for i in items if i.variant == state.name and i.arch == arch and i.ok)}/{len(objs)} compiled")
+                print(
+                    f"check {state.name} arch {arch}: {sum(1 for i in items if i.variant == state.name and i.arch == arch and i.ok)}/{len(objs)} compiled"
+                )
     return items

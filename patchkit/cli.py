@@ -13,7 +13,9 @@ from patchkit.errors import PatchkitError
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-r", "--recipe", default=None, help="recipe name (recipes/NAME.toml) or path; default: recipes/default.toml")
+    p.add_argument(
+        "-r", "--recipe", default=None, help="recipe name (recipes/NAME.toml) or path; default: recipes/default.toml"
+    )
     p.add_argument("--work", default=None, help="work folder (default: $PATCHKIT_WORK or ./.patchkit)")
     p.add_argument("--offline", action="store_true", help="never use the network; the base must be in the cache")
 
@@ -23,8 +25,18 @@ def _build_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--arch", action="append", default=[], help="CUDA architecture(s): 89, '89;90', native (repeatable)")
     p.add_argument("--variant", action="append", default=[], help="only these variants (repeatable), e.g. base, +0001")
     p.add_argument("--jobs", "-j", type=int, default=0, help="parallel build jobs (default: ninja's)")
-    p.add_argument("--cmake-option", "-D", action="append", default=[], dest="cmake_option", metavar="OPT", help="extra CMake option, e.g. -D GGML_CUDA_FA_ALL_QUANTS=ON")
-    p.add_argument("--leave-one-out", action="store_true", help="also build each patch left out (where no other depends on it)")
+    p.add_argument(
+        "--cmake-option",
+        "-D",
+        action="append",
+        default=[],
+        dest="cmake_option",
+        metavar="OPT",
+        help="extra CMake option, e.g. -D GGML_CUDA_FA_ALL_QUANTS=ON",
+    )
+    p.add_argument(
+        "--leave-one-out", action="store_true", help="also build each patch left out (where no other depends on it)"
+    )
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -44,7 +56,11 @@ def make_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("build", help="build every variant with CMake + Ninja")
     _common(p)
     _build_opts(p)
-    p.add_argument("--check", action="store_true", help="compile only the translation units the series touches, per arch (no GPU needed)")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="compile only the translation units the series touches, per arch (no GPU needed)",
+    )
     p.add_argument("--force", action="store_true", help="discard uncommitted edits in variant trees")
 
     def run_opts(p: argparse.ArgumentParser) -> None:
@@ -66,7 +82,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, default=0, help="interleaved rounds (default: recipe)")
     p.add_argument("--params", default=None, help="test-backend-ops -p regex for kernel cases (default: recipe)")
     p.add_argument("--test-file", default=None, help="exact test-backend-ops --test-file for kernel cases")
-    p.add_argument("--depths", type=lambda s: tuple(int(x) for x in s.split(",")), default=None, help="decode depths, e.g. 0,32768")
+    p.add_argument(
+        "--depths", type=lambda s: tuple(int(x) for x in s.split(",")), default=None, help="decode depths, e.g. 0,32768"
+    )
     p.add_argument("--n-gen", type=int, default=0)
     p.add_argument("--repetitions", type=int, default=0)
 
@@ -76,10 +94,19 @@ def make_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="the whole recipe, resumable: fetch, apply, build, test, bench, numerics, report")
     run_opts(p)
-    p.add_argument("--skip", action="append", choices=("test", "bench-kernel", "kernel-path", "bench-decode", "numerics"))
+    p.add_argument(
+        "--skip", action="append", choices=("test", "bench-kernel", "kernel-path", "bench-decode", "numerics")
+    )
     p.add_argument("--label", default="", help="suffix of the run folder's name")
-    p.add_argument("--check-arch", action="append", default=[], help="also compile-check the touched translation units for this CUDA arch (repeatable)")
-    p.add_argument("--test-variant", action="append", default=[], help="run the test suites only on these variants (default: all)")
+    p.add_argument(
+        "--check-arch",
+        action="append",
+        default=[],
+        help="also compile-check the touched translation units for this CUDA arch (repeatable)",
+    )
+    p.add_argument(
+        "--test-variant", action="append", default=[], help="run the test suites only on these variants (default: all)"
+    )
     p.add_argument("--rounds", type=int, default=0)
     p.add_argument("--depths", type=lambda s: tuple(int(x) for x in s.split(",")), default=None)
     p.add_argument("--numerics-depths", type=lambda s: tuple(int(x) for x in s.split(",")), default=None)
@@ -103,32 +130,53 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default=None)
     p.add_argument("--force", action="store_true", help="merge runs even where fingerprints differ")
 
-    p = sub.add_parser("pr", help="create or update the PR body on GitHub from a rendered report (token from $GITHUB_TOKEN)")
+    p = sub.add_parser(
+        "pr", help="create or update the PR body on GitHub from a rendered report (token from $GITHUB_TOKEN)"
+    )
     _common(p)
     p.add_argument("--repo", required=True, help="OWNER/NAME")
-    p.add_argument("--number", type=int, default=None, help="update this PR's body; without it a PR is created (needs --head)")
+    p.add_argument(
+        "--number", type=int, default=None, help="update this PR's body; without it a PR is created (needs --head)"
+    )
     p.add_argument("--head", default=None, help="branch of the PR to create, e.g. me:my-branch")
     p.add_argument("--base", default="master")
     p.add_argument("--report", default=None, help="the report markdown (default: report.md of the recipe's latest run)")
     p.add_argument("--api", default="https://api.github.com")
     p.add_argument("--dry-run", action="store_true", help="print what would be sent; send nothing")
 
-    p = sub.add_parser("import", help="add logs of a run made elsewhere to a results bundle and parse them into its step")
+    p = sub.add_parser(
+        "import", help="add logs of a run made elsewhere to a results bundle and parse them into its step"
+    )
     _common(p)
     p.add_argument("--tool", required=True, choices=("llama-bench", "perf-sql", "test-backend-ops"))
-    p.add_argument("--log", action="append", required=True, metavar="VARIANT=FILE", help="a log and the variant it ran (repeat; a variant's second log is its second round)")
+    p.add_argument(
+        "--log",
+        action="append",
+        required=True,
+        metavar="VARIANT=FILE",
+        help="a log and the variant it ran (repeat; a variant's second log is its second round)",
+    )
     p.add_argument("--suite", default="flash_attn", help="for test-backend-ops logs: the recipe suite they ran")
     p.add_argument("--backend", choices=("cuda", "cpu"), default="cuda")
     p.add_argument("--run", default=None, help="add to this run folder (default: a new run folder)")
     p.add_argument("--env", default=None, help="env.json of the machine the logs come from (patchkit's fingerprint)")
 
-    p = sub.add_parser("reparse", help="re-derive steps of a run from its raw logs (after a parser fix, or logs imported from elsewhere)")
+    p = sub.add_parser(
+        "reparse",
+        help="re-derive steps of a run from its raw logs (after a parser fix, or logs imported from elsewhere)",
+    )
     _common(p)
     p.add_argument("run", help="run folder")
-    p.add_argument("--step", action="append", required=True, help="test:<suite>, bench:kernel, kernel-path, bench:decode")
+    p.add_argument(
+        "--step", action="append", required=True, help="test:<suite>, bench:kernel, kernel-path, bench:decode"
+    )
 
     p = sub.add_parser("parse", help="print the parsed records of a tool's output as JSON")
-    p.add_argument("--tool", required=True, choices=("test-backend-ops", "perf-sql", "perf", "llama-bench", "llama-bench-jsonl", "ncu"))
+    p.add_argument(
+        "--tool",
+        required=True,
+        choices=("test-backend-ops", "perf-sql", "perf", "llama-bench", "llama-bench-jsonl", "ncu"),
+    )
     p.add_argument("file")
 
     # commands that live with their stage (each module: add_parsers(sub, common, build_opts) and

@@ -102,7 +102,13 @@ def cuda_devices() -> list[dict[str, Any]]:
 
 
 def _nvidia_smi() -> dict[str, str]:
-    out = _probe(["nvidia-smi", "--query-gpu=driver_version,clocks.max.sm,clocks.max.mem,power.limit,pstate", "--format=csv,noheader,nounits"])
+    out = _probe(
+        [
+            "nvidia-smi",
+            "--query-gpu=driver_version,clocks.max.sm,clocks.max.mem,power.limit,pstate",
+            "--format=csv,noheader,nounits",
+        ]
+    )
     lines = (out or "").strip().splitlines()
     if not lines:
         return {}
@@ -123,7 +129,9 @@ def _cpu() -> dict[str, Any]:
     return {"model": model, "cores": os.cpu_count()}
 
 
-def fingerprint(*, cmake_flags: list[str] | None = None, base: str = "", patches: dict[str, str] | None = None, gpu_index: int = 0) -> dict[str, Any]:
+def fingerprint(
+    *, cmake_flags: list[str] | None = None, base: str = "", patches: dict[str, str] | None = None, gpu_index: int = 0
+) -> dict[str, Any]:
     devices = cuda_devices()
     gpu = None
     if devices:
@@ -148,4 +156,3 @@ def fingerprint(*, cmake_flags: list[str] | None = None, base: str = "", patches
         "base": base,
         "patches": dict(patches or {}),
     }
-

@@ -76,10 +76,17 @@ def _git(cwd: Path, *args: str, env: dict | None = None, input: bytes | None = N
             stdin.write(input)
             stdin.seek(0)
         status, out, err = git.Git(str(cwd)).execute(
-            ["git", *args], env=full, istream=stdin if input is not None else None,
-            with_extended_output=True, with_exceptions=False, stdout_as_string=False, strip_newline_in_stdout=False,
-        )  # fmt: skip
-    return _GitResult(returncode=status, stdout=out or b"", stderr=err.encode() if isinstance(err, str) else (err or b""))
+            ["git", *args],
+            env=full,
+            istream=stdin if input is not None else None,
+            with_extended_output=True,
+            with_exceptions=False,
+            stdout_as_string=False,
+            strip_newline_in_stdout=False,
+        )
+    return _GitResult(
+        returncode=status, stdout=out or b"", stderr=err.encode() if isinstance(err, str) else (err or b"")
+    )
 
 
 def _out(r: _GitResult) -> str:
@@ -101,7 +108,15 @@ def export_patch(cwd: Path, commit: str) -> bytes:
     return r.stdout
 
 
-def range_diff(old_base: str, old_commits: list[str], new_base: str, new_commits: list[str], *, ws: Workspace | None = None, cwd: Path | None = None) -> str:
+def range_diff(
+    old_base: str,
+    old_commits: list[str],
+    new_base: str,
+    new_commits: list[str],
+    *,
+    ws: Workspace | None = None,
+    cwd: Path | None = None,
+) -> str:
     """`git range-diff` of the series on the old base against the series on the new base, in the
     cache repo (`ws`) or in a worktree of it (`cwd`).
 
@@ -177,14 +192,18 @@ def failing_hunks(tree: Path, patch_text: str, *, index_env: dict | None = None)
     """The hunks that do not apply on their own to the index of `tree` (file, index, header)."""
     out = []
     for h, body in split_hunks(patch_text):
-        r = _git(tree, "apply", "--cached", "--check", "-", env=index_env, input=body.encode("utf-8", "surrogateescape"))
+        r = _git(
+            tree, "apply", "--cached", "--check", "-", env=index_env, input=body.encode("utf-8", "surrogateescape")
+        )
         if r.returncode != 0:
             out.append({"file": h.file, "index": h.index, "header": h.header})
     return out
 
 
 def _files_of(patch_text: str) -> list[str]:
-    return list(dict.fromkeys(m.group(2) for m in re.finditer(r"^diff --git a/(\S+) b/(\S+)", patch_text, re.MULTILINE)))
+    return list(
+        dict.fromkeys(m.group(2) for m in re.finditer(r"^diff --git a/(\S+) b/(\S+)", patch_text, re.MULTILINE))
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -240,7 +259,9 @@ def trial_tree(ws: Workspace, recipe: Recipe) -> Path:
     return ws.root / "rebase" / "trees" / recipe.name
 
 
-def try_series(ws: Workspace, tree: Path, base_commit: str, patches: list[tuple[Patch, Path]], prune: tuple[str, ...] = ()) -> Trial:
+def try_series(
+    ws: Workspace, tree: Path, base_commit: str, patches: list[tuple[Patch, Path]], prune: tuple[str, ...] = ()
+) -> Trial:
     """Try every patch on `base_commit` in the worktree `tree` (made or reset here), in order."""
     repo = source.open_cache_repo(ws)
     with ws.lock(tree):
@@ -261,8 +282,17 @@ _CONFLICT_FILE = re.compile(r"^CONFLICT \([^)]*\): (?:Merge conflict in )?(\S+)"
 
 def _try_one(tree: Path, patch: Patch, pf: Path, base_index: dict, earlier: list[PatchResult]) -> PatchResult:
     text = pf.read_text(encoding="utf-8", errors="surrogateescape")
-    res = PatchResult(id=patch.key, file=patch.file, local=patch.local, subject=patch.title or series.patch_subject(text), status="conflict", depends_on=list(patch.depends_on))
-    missing = [d for d in patch.depends_on if any((e.id == d or e.file == d) and e.status == "conflict" for e in earlier)]
+    res = PatchResult(
+        id=patch.key,
+        file=patch.file,
+        local=patch.local,
+        subject=patch.title or series.patch_subject(text),
+        status="conflict",
+        depends_on=list(patch.depends_on),
+    )
+    missing = [
+        d for d in patch.depends_on if any((e.id == d or e.file == d) and e.status == "conflict" for e in earlier)
+    ]
     dep_note = f"; depends on {', '.join(missing)}, which did not apply" if missing else ""
     am = ["am", "-3", "--keep-cr", "--committer-date-is-author-date", str(pf)]
     check = _git(tree, "apply", "--cached", "--check", "--verbose", str(pf))
@@ -319,7 +349,9 @@ def parse_onto(text: str) -> Onto:
         return Onto(kind="sdist", version=version, sha256=sha.lower(), text=t)
     if re.fullmatch(r"[0-9a-fA-F]{40}", t):
         return Onto(kind="git", commit=t.lower(), text=t)
-    raise RecipeError(f"{text!r}: expected a full 40-hex commit or sdist:VERSION (a short sha, branch or tag is not a pinned base)")
+    raise RecipeError(
+        f"{text!r}: expected a full 40-hex commit or sdist:VERSION (a short sha, branch or tag is not a pinned base)"
+    )
 
 
 def pypi_sdist_sha256(sd: SdistBase) -> tuple[str, str]:
@@ -351,7 +383,9 @@ def _upstream_repo(recipe: Recipe) -> str:
     return up.rsplit("@", 1)[0] if "@" in up else "ggml-org/llama.cpp"
 
 
-def resolve_base(recipe: Recipe, onto: Onto, ws: Workspace, *, git_url: str = "", sha256: str = "", offline: bool = False) -> tuple[Base, dict]:
+def resolve_base(
+    recipe: Recipe, onto: Onto, ws: Workspace, *, git_url: str = "", sha256: str = "", offline: bool = False
+) -> tuple[Base, dict]:
     """The recipe Base for `onto`, and where its pieces came from ({"sha256_from": ...})."""
     prune = recipe.base.prune
     prov: dict = {"onto": onto.text}
@@ -359,7 +393,12 @@ def resolve_base(recipe: Recipe, onto: Onto, ws: Workspace, *, git_url: str = ""
         url = git_url or (recipe.base.git.url if recipe.base.git else "")
         if not url:
             raise RecipeError(f"{recipe.path}: no [base.git] url to fetch {onto.commit[:12]} from; pass --git-url")
-        base = Base(source="git", upstream=f"{_upstream_repo(recipe)}@{onto.commit}", git=GitBase(url=url, commit=onto.commit), prune=prune)
+        base = Base(
+            source="git",
+            upstream=f"{_upstream_repo(recipe)}@{onto.commit}",
+            git=GitBase(url=url, commit=onto.commit),
+            prune=prune,
+        )
         return base, prov
     old = recipe.base.sdist
     sd = SdistBase(
@@ -397,7 +436,9 @@ def resolve_base(recipe: Recipe, onto: Onto, ws: Workspace, *, git_url: str = ""
 def _fetch_checked(base: Base, ws: Workspace, offline: bool) -> source.BaseInfo:
     info = source.fetch(base, ws, offline=offline)
     if base.route == "sdist" and base.sdist and info.sdist_sha256 and info.sdist_sha256 != base.sdist.sha256:
-        raise FetchError(f"{info.key}: the cached base came from an sdist with sha256 {info.sdist_sha256}, not {base.sdist.sha256}")
+        raise FetchError(
+            f"{info.key}: the cached base came from an sdist with sha256 {info.sdist_sha256}, not {base.sdist.sha256}"
+        )
     return info
 
 
@@ -425,7 +466,9 @@ def _base_name(name: str) -> str:
     return re.sub(r"-[0-9a-f]{12}$", "", name)
 
 
-def rebase_trials(recipe: Recipe, ws: Workspace, old: source.BaseInfo, new: source.BaseInfo) -> tuple[Trial, Trial, str]:
+def rebase_trials(
+    recipe: Recipe, ws: Workspace, old: source.BaseInfo, new: source.BaseInfo
+) -> tuple[Trial, Trial, str]:
     """The series tried on the old base and on the new one, and the range-diff of the two."""
     items = [(p, recipe.patch_path(p)) for p in ordered_patches(recipe)]
     tree = trial_tree(ws, recipe)
@@ -439,7 +482,19 @@ def rebase_trials(recipe: Recipe, ws: Workspace, old: source.BaseInfo, new: sour
 
 
 def _ns(args: argparse.Namespace, **over) -> argparse.Namespace:
-    d: dict = {"backend": "cpu", "arch": [], "jobs": 0, "cmake_option": [], "variant": [], "force": True, "run": None, "redo": False, "suites": None, "filter": None, "test_jobs": 0}
+    d: dict = {
+        "backend": "cpu",
+        "arch": [],
+        "jobs": 0,
+        "cmake_option": [],
+        "variant": [],
+        "force": True,
+        "run": None,
+        "redo": False,
+        "suites": None,
+        "filter": None,
+        "test_jobs": 0,
+    }
     for k in d:
         if getattr(args, k, None) not in (None, [], 0, False):
             d[k] = getattr(args, k)
@@ -449,7 +504,9 @@ def _ns(args: argparse.Namespace, **over) -> argparse.Namespace:
     return argparse.Namespace(**d)
 
 
-def trial_recipe(recipe: Recipe, ws: Workspace, base: Base, trial: Trial, label: str) -> tuple[Recipe, dict[str, bytes]]:
+def trial_recipe(
+    recipe: Recipe, ws: Workspace, base: Base, trial: Trial, label: str
+) -> tuple[Recipe, dict[str, bytes]]:
     """A recipe for the patches that applied on the new base, their files re-exported from the trial's
     commits into <work>/rebase/<recipe>-<label>/project (what the builds and tests use)."""
     tree = trial_tree(ws, recipe)
@@ -468,12 +525,23 @@ def trial_recipe(recipe: Recipe, ws: Workspace, base: Base, trial: Trial, label:
         if not path.is_file() or path.read_bytes() != data:
             write_atomic(path, data)
         p = by_id[r.id]
-        deps = tuple(d for d in p.depends_on if d in applied_ids or any(q.file == d and q.key in applied_ids for q in recipe.series))
+        deps = tuple(
+            d
+            for d in p.depends_on
+            if d in applied_ids or any(q.file == d and q.key in applied_ids for q in recipe.series)
+        )
         pats.append(dataclasses.replace(p, file=rel, depends_on=deps))
     # keep the recipe's order of the series (local patches are applied first either way)
     order = {p.key: i for i, p in enumerate(recipe.series)}
     pats.sort(key=lambda p: order[p.key])
-    tr = dataclasses.replace(recipe, name=f"{_base_name(recipe.name)}-rebase-{label}", base=base, series=tuple(pats), root=proj, path=proj / "recipes" / f"{recipe.name}.toml")
+    tr = dataclasses.replace(
+        recipe,
+        name=f"{_base_name(recipe.name)}-rebase-{label}",
+        base=base,
+        series=tuple(pats),
+        root=proj,
+        path=proj / "recipes" / f"{recipe.name}.toml",
+    )
     return tr, exported
 
 
@@ -484,7 +552,9 @@ def build_trial(tr: Recipe, ws: Workspace, args: argparse.Namespace, *, tests: l
     ctx = workflow.Context(recipe=tr, ws=ws, offline=offline)
     base = workflow.step_fetch(ctx)
     states = workflow.step_apply(ctx, base, only=tuple(ns.variant), force=True)
-    opts = build_mod.options_from(tr, backend=ns.backend, archs=tuple(ns.arch), jobs=ns.jobs, extra=tuple(ns.cmake_option))
+    opts = build_mod.options_from(
+        tr, backend=ns.backend, archs=tuple(ns.arch), jobs=ns.jobs, extra=tuple(ns.cmake_option)
+    )
     builds: dict[str, dict] = {}
     for st in states:
         try:
@@ -550,7 +620,9 @@ def render_table(title: str, trial: Trial) -> str:
 
 
 def _base_desc(info: source.BaseInfo) -> str:
-    how = "upstream commit, verified" if info.upstream_verified else ("import commit" if info.route == "sdist" else "git")
+    how = (
+        "upstream commit, verified" if info.upstream_verified else ("import commit" if info.route == "sdist" else "git")
+    )
     return f"{short(info.commit)}, {info.key}, {how}"
 
 
@@ -558,7 +630,9 @@ def cmd_rebase(args: argparse.Namespace) -> int:
     ctx = workflow.Context.from_args(args)
     recipe, ws = ctx.recipe, ctx.ws
     onto = parse_onto(args.onto)
-    new_base, prov = resolve_base(recipe, onto, ws, git_url=args.git_url or "", sha256=args.sha256 or "", offline=ctx.offline)
+    new_base, prov = resolve_base(
+        recipe, onto, ws, git_url=args.git_url or "", sha256=args.sha256 or "", offline=ctx.offline
+    )
     old_info = _fetch_checked(recipe.base, ws, ctx.offline)
     new_info = _fetch_checked(new_base, ws, ctx.offline)
     old_trial, new_trial, rd = rebase_trials(recipe, ws, old_info, new_info)
@@ -579,7 +653,7 @@ def cmd_rebase(args: argparse.Namespace) -> int:
         "range_diff": rd,
     }
     built = None
-    tests = [t for t in (args.test or [])]
+    tests = list(args.test or [])
     tests = ["all"] if "all" in tests else tests
     if (args.build or tests) and any(r.applied for r in new_trial.results):
         tr, _ = trial_recipe(recipe, ws, new_base, new_trial, label)
@@ -591,18 +665,26 @@ def cmd_rebase(args: argparse.Namespace) -> int:
     data["build"] = built
     out_path = rebase_json_path(ws, recipe, new_info.commit)
     write_json(out_path, data)
-    print(render_table(f"rebase {recipe.name} onto {onto.text} ({_base_desc(new_info)}), from {short(old_info.commit)}", new_trial))
+    print(
+        render_table(
+            f"rebase {recipe.name} onto {onto.text} ({_base_desc(new_info)}), from {short(old_info.commit)}", new_trial
+        )
+    )
     if built is not None:
         for v, b in built["builds"].items():
             print(f"build {v} ({built['config']}): {'ok' if b['ok'] else 'FAILED: ' + b['error']}")
         for s, t in built["tests"].items():
             print(f"test {s}: {t['status']}{' (' + t['reason'] + ')' if t.get('reason') else ''}")
     print(f"rebase report: {out_path}")
-    bad_build = built is not None and (not all(b["ok"] for b in built["builds"].values()) or any(t["status"] != "ok" for t in built["tests"].values()))
+    bad_build = built is not None and (
+        not all(b["ok"] for b in built["builds"].values()) or any(t["status"] != "ok" for t in built["tests"].values())
+    )
     if args.write:
         if new_trial.conflicts:
             names = "; ".join(f"{r.file} ({', '.join(r.files) or r.detail})" for r in new_trial.conflicts)
-            raise ApplyError(f"--write refused: {len(new_trial.conflicts)} patch(es) conflict on {short(new_info.commit)}: {names}")
+            raise ApplyError(
+                f"--write refused: {len(new_trial.conflicts)} patch(es) conflict on {short(new_info.commit)}: {names}"
+            )
         written = write_rebased(recipe, ws, new_base, new_info, new_trial, label, prov)
         data["written"] = written
         write_json(out_path, data)
@@ -613,7 +695,9 @@ def cmd_rebase(args: argparse.Namespace) -> int:
 # Writing the rebased series: new patch folder and a new recipe next to the old one
 
 
-def write_rebased(recipe: Recipe, ws: Workspace, base: Base, info: source.BaseInfo, trial: Trial, label: str, prov: dict) -> dict:
+def write_rebased(
+    recipe: Recipe, ws: Workspace, base: Base, info: source.BaseInfo, trial: Trial, label: str, prov: dict
+) -> dict:
     tree = trial_tree(ws, recipe)
     name = f"{_base_name(recipe.name)}-{label}"
     recipe_out = recipe.path.parent / f"{name}.toml"
@@ -639,7 +723,9 @@ def write_rebased(recipe: Recipe, ws: Workspace, base: Base, info: source.BaseIn
     if recipe_out.exists() and recipe_out.read_text(encoding="utf-8") != new_text:
         clashes.append(str(recipe_out))
     if clashes:
-        raise ApplyError(f"--write refused: {clashes[0]} exists with other content{' (and ' + str(len(clashes) - 1) + ' more)' if len(clashes) > 1 else ''}; move it away first")
+        raise ApplyError(
+            f"--write refused: {clashes[0]} exists with other content{' (and ' + str(len(clashes) - 1) + ' more)' if len(clashes) > 1 else ''}; move it away first"
+        )
     for (old, rel), (p, b) in zip(files.items(), blobs.items()):
         there = p.exists()
         if not there:
@@ -747,7 +833,17 @@ def _scan(lines: list[str]) -> list[_Entry]:
         m = _KEYLINE.match(line)
         if m and not line.lstrip().startswith("#"):
             end, end_col = _value_end(lines, i, m.end())
-            entries.append(_Entry(table=table, index=idx, key=m.group(2).replace("-", "_"), start=i, end=end, col=m.end(), end_col=end_col))
+            entries.append(
+                _Entry(
+                    table=table,
+                    index=idx,
+                    key=m.group(2).replace("-", "_"),
+                    start=i,
+                    end=end,
+                    col=m.end(),
+                    end_col=end_col,
+                )
+            )
             i = end + 1
             continue
         i += 1
@@ -827,7 +923,9 @@ class _Editor:
         return "".join(self.lines)
 
 
-def rewrite_recipe(text: str, *, name: str, base: Base, files: dict[str, str], dropped: dict[str, str], note: str, prov: dict) -> str:
+def rewrite_recipe(
+    text: str, *, name: str, base: Base, files: dict[str, str], dropped: dict[str, str], note: str, prov: dict
+) -> str:
     """The recipe text with a new name, base and patch files; every other line (prose, comments) kept."""
     ed = _Editor(text)
     ents = ed.entries()
@@ -842,7 +940,9 @@ def rewrite_recipe(text: str, *, name: str, base: Base, files: dict[str, str], d
         ed.remove("base", "upstream")
     if base.git is not None:
         if ed.table_span("base.git") is None:
-            ed.add_table_after("base", f"[base.git]\nurl = {_toml_str(base.git.url)}\ncommit = {_toml_str(base.git.commit)}")
+            ed.add_table_after(
+                "base", f"[base.git]\nurl = {_toml_str(base.git.url)}\ncommit = {_toml_str(base.git.commit)}"
+            )
         else:
             ed.set("base.git", "url", _toml_str(base.git.url))
             ed.set("base.git", "commit", _toml_str(base.git.commit))
@@ -851,14 +951,21 @@ def rewrite_recipe(text: str, *, name: str, base: Base, files: dict[str, str], d
     if base.sdist is not None:
         sd = base.sdist
         if ed.table_span("base.sdist") is None:
-            ed.add_table_after("base", f"[base.sdist]\nname = {_toml_str(sd.name)}\nversion = {_toml_str(sd.version)}\nsha256 = {_toml_str(sd.sha256)}\nsubdir = {_toml_str(sd.subdir)}")
+            ed.add_table_after(
+                "base",
+                f"[base.sdist]\nname = {_toml_str(sd.name)}\nversion = {_toml_str(sd.version)}\nsha256 = {_toml_str(sd.sha256)}\nsubdir = {_toml_str(sd.subdir)}",
+            )
         else:
             ed.set("base.sdist", "name", _toml_str(sd.name))
             ed.set("base.sdist", "version", _toml_str(sd.version))
             ed.set("base.sdist", "sha256", _toml_str(sd.sha256))
             ed.remove("base.sdist", "url")  # a direct URL named the old version's file
         if prov.get("sha256_from") == "index":
-            ed.insert_before("base.sdist", "sha256", f"# sha256 taken from the index's JSON simple API ({prov.get('index_url')}, files[].hashes.sha256) by patchkit rebase\n")
+            ed.insert_before(
+                "base.sdist",
+                "sha256",
+                f"# sha256 taken from the index's JSON simple API ({prov.get('index_url')}, files[].hashes.sha256) by patchkit rebase\n",
+            )
     else:
         ed.comment_out("base.sdist", "(the previous base's sdist; it does not vendor this recipe's base)")
     # series: new files; patches already upstream commented out, and no longer depended on
@@ -916,7 +1023,9 @@ def _slug(subject: str) -> str:
     return s[:52].rstrip("-") or "patch"
 
 
-def refresh(recipe: Recipe, ws: Workspace, base: source.BaseInfo, variant_name: str | None = None) -> tuple[list[tuple[str, str]], str]:
+def refresh(
+    recipe: Recipe, ws: Workspace, base: source.BaseInfo, variant_name: str | None = None
+) -> tuple[list[tuple[str, str]], str]:
     """Export the variant tree's commits to the patch files.
 
     Commits after the base map 1:1 to the local patches, then to the variant's PR patches; commits
@@ -936,19 +1045,27 @@ def refresh(recipe: Recipe, ws: Workspace, base: source.BaseInfo, variant_name: 
         raise ApplyError(f"variant {variant.name}: no tree at {tree}; run `patchkit apply` first")
     state = series.VariantState(**read_json(spath))  # type: ignore[arg-type]
     if state.base != base.commit:
-        raise ApplyError(f"variant {variant.name}: {tree} is on base {state.base[:12]}, the recipe's base is {base.commit[:12]}; run `patchkit apply` first")
+        raise ApplyError(
+            f"variant {variant.name}: {tree} is on base {state.base[:12]}, the recipe's base is {base.commit[:12]}; run `patchkit apply` first"
+        )
     with ws.lock(tree):
         dirty = series.dirty_files(tree)
         if dirty:
-            raise ApplyError(f"variant {variant.name}: {tree} has uncommitted edits ({', '.join(dirty[:3])}{', ...' if len(dirty) > 3 else ''}); commit them first")
+            raise ApplyError(
+                f"variant {variant.name}: {tree} has uncommitted edits ({', '.join(dirty[:3])}{', ...' if len(dirty) > 3 else ''}); commit them first"
+            )
         head = _git_ok(tree, "rev-parse", "HEAD")
         # (not `merge-base --is-ancestor`: the base's parents are not in the cache, which misleads it)
         listed = _git(tree, "rev-list", "--reverse", "--parents", f"{state.base}..HEAD")
         chain = [ln.split() for ln in listed.stdout.decode().splitlines()] if listed.returncode == 0 else None
         if chain is None or (chain and chain[0][1:] != [state.base]) or (not chain and head != state.base):
-            raise ApplyError(f"variant {variant.name}: HEAD {head[:12]} is not on the base {state.base[:12]}; rebase the tree onto it first")
+            raise ApplyError(
+                f"variant {variant.name}: HEAD {head[:12]} is not on the base {state.base[:12]}; rebase the tree onto it first"
+            )
         if any(len(c) > 2 for c in chain):
-            raise ApplyError(f"variant {variant.name}: {tree} has merge commits after the base; a patch series is linear")
+            raise ApplyError(
+                f"variant {variant.name}: {tree} has merge commits after the base; a patch series is linear"
+            )
         commits = [c[0] for c in chain]
         mapped = [*recipe.local_patches, *variant.patches]
         if len(commits) < len(mapped):
@@ -959,7 +1076,9 @@ def refresh(recipe: Recipe, ws: Workspace, base: source.BaseInfo, variant_name: 
             )
         extra = commits[len(mapped) :]
         if extra and variant is not variants[-1]:
-            raise ApplyError(f"variant {variant.name}: {len(extra)} new commit(s) in a prefix variant; new patches go on top of the whole series (variant {variants[-1].name})")
+            raise ApplyError(
+                f"variant {variant.name}: {len(extra)} new commit(s) in a prefix variant; new patches go on top of the whole series (variant {variants[-1].name})"
+            )
         exports = [(p, export_patch(tree, c)) for p, c in zip(mapped, commits)]
         out: list[tuple[str, str]] = []
         for p, data in exports:
@@ -991,7 +1110,9 @@ def _add_new_patches(recipe: Recipe, tree: Path, commits: list[str]) -> list[Pat
         data = export_patch(tree, c)
         rel = str(folder / f"{n:04d}-{_slug(series.patch_subject(data.decode('utf-8', 'replace')))}.patch")
         if (recipe.root / rel).exists():
-            raise ApplyError(f"{recipe.root / rel}: exists but is not in the recipe; move it away or add it to the series")
+            raise ApplyError(
+                f"{recipe.root / rel}: exists but is not in the recipe; move it away or add it to the series"
+            )
         made.append((Patch(file=rel, id=f"{n:04d}"), data))
     ed = _Editor(recipe.path.read_text(encoding="utf-8"))
     pr_idx = [i for i, p in enumerate(recipe.series) if not p.local]
@@ -1007,7 +1128,9 @@ def _add_new_patches(recipe: Recipe, tree: Path, commits: list[str]) -> list[Pat
     return [p for p, _ in made]
 
 
-def record_refreshed(recipe_path: Path, ws: Workspace, base: source.BaseInfo, refreshed: str, *, grew: bool = False) -> str:
+def record_refreshed(
+    recipe_path: Path, ws: Workspace, base: source.BaseInfo, refreshed: str, *, grew: bool = False
+) -> str:
     """After a refresh the variant tree *is* what the patch files give: record its state so that
     `patchkit apply` sees it up to date. When new patches were added, the whole-series tree becomes
     the new, longer whole-series variant (its folder is moved). Returns that variant's name."""
@@ -1026,10 +1149,18 @@ def record_refreshed(recipe_path: Path, ws: Workspace, base: source.BaseInfo, re
     head = _git_ok(tree, "rev-parse", "HEAD")
     commits = _git_ok(tree, "rev-list", "--reverse", f"{base.commit}..HEAD").split()
     applied = [
-        {"id": p.key, "file": p.file, "sha256": series.patch_sha256(recipe.patch_path(p)), "commit": c, "local": p.local}
+        {
+            "id": p.key,
+            "file": p.file,
+            "sha256": series.patch_sha256(recipe.patch_path(p)),
+            "commit": c,
+            "local": p.local,
+        }
         for p, c in zip([*recipe.local_patches, *target.patches], commits)
     ]
-    state = series.VariantState(name=target.name, key=series.variant_key(recipe, base, target), base=base.commit, head=head, patches=applied)
+    state = series.VariantState(
+        name=target.name, key=series.variant_key(recipe, base, target), base=base.commit, head=head, patches=applied
+    )
     write_json(series.state_path(ws, recipe, target), state.to_dict())
     source.open_cache_repo(ws).git.update_ref(f"refs/heads/pk/{recipe.name}/{target.branch_suffix}", head)
     return target.name
@@ -1071,7 +1202,13 @@ def cmd_newest_base(args: argparse.Namespace) -> int:
             rows.append(entry)
             continue
         trial = try_series(ws, tree, info.commit, items, recipe.base.prune)
-        entry.update(base=info.to_dict(), provenance=prov, patches=[r.to_dict() for r in trial.results], summary=trial.summary(), applies=not trial.conflicts)
+        entry.update(
+            base=info.to_dict(),
+            provenance=prov,
+            patches=[r.to_dict() for r in trial.results],
+            summary=trial.summary(),
+            applies=not trial.conflicts,
+        )
         entry["_trial"], entry["_base"] = trial, base
         print(render_table(f"{cand} ({_base_desc(info)})", trial))
         rows.append(entry)
@@ -1085,7 +1222,9 @@ def cmd_newest_base(args: argparse.Namespace) -> int:
             built = build_trial(tr, ws, args, tests=[], offline=ctx.offline)
             entry["build"] = built
             ok = all(b["ok"] for b in built["builds"].values())
-            print(f"{entry['candidate']}: build {'ok' if ok else 'FAILED: ' + next(b['error'] for b in built['builds'].values() if not b['ok'])}")
+            print(
+                f"{entry['candidate']}: build {'ok' if ok else 'FAILED: ' + next(b['error'] for b in built['builds'].values() if not b['ok'])}"
+            )
             if not ok:
                 continue
         best = entry
@@ -1094,10 +1233,22 @@ def cmd_newest_base(args: argparse.Namespace) -> int:
         e.pop("_trial", None)
         e.pop("_base", None)
     out = ws.root / "rebase" / f"{recipe.name}-newest-base.json"
-    write_json(out, {"schema": SCHEMA, "kind": "newest-base", "recipe": recipe.name, "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                     "build": bool(args.build), "candidates": rows, "newest": best["candidate"] if best else None})  # fmt: skip
+    write_json(
+        out,
+        {
+            "schema": SCHEMA,
+            "kind": "newest-base",
+            "recipe": recipe.name,
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "build": bool(args.build),
+            "candidates": rows,
+            "newest": best["candidate"] if best else None,
+        },
+    )
     if best is None:
-        print(f"newest base: none of the {len(rows)} candidates takes the whole series{' and builds' if args.build else ''}")
+        print(
+            f"newest base: none of the {len(rows)} candidates takes the whole series{' and builds' if args.build else ''}"
+        )
         print(f"report: {out}")
         return 1
     print(f"newest base: {best['candidate']} ({short(best['base']['commit'])})")
@@ -1110,15 +1261,37 @@ def cmd_newest_base(args: argparse.Namespace) -> int:
 
 
 def add_parsers(sub, common, build_opts) -> None:
-    p = sub.add_parser("rebase", help="try every patch of the series on another base; optionally write a rebased recipe")
+    p = sub.add_parser(
+        "rebase", help="try every patch of the series on another base; optionally write a rebased recipe"
+    )
     common(p)
     build_opts(p)
-    p.add_argument("--onto", required=True, metavar="BASE", help="a full upstream commit, or sdist:VERSION[:SHA256] (a llama-cpp-python sdist)")
+    p.add_argument(
+        "--onto",
+        required=True,
+        metavar="BASE",
+        help="a full upstream commit, or sdist:VERSION[:SHA256] (a llama-cpp-python sdist)",
+    )
     p.add_argument("--git-url", default="", help="where to fetch a commit from (default: the recipe's [base.git] url)")
     p.add_argument("--sha256", default="", help="the sdist's sha256 (default: from the index's JSON simple API)")
-    p.add_argument("--write", action="store_true", help="write patches-<base>/ and recipes/<name>-<base>.toml (refused on conflicts)")
-    p.add_argument("--build", action="store_true", help="build the new base and every prefix that applies (CPU unless --backend cuda)")
-    p.add_argument("--test", action="append", nargs="?", const="all", metavar="SUITE", help="run a recipe suite on every prefix (repeatable; no name: all)")
+    p.add_argument(
+        "--write",
+        action="store_true",
+        help="write patches-<base>/ and recipes/<name>-<base>.toml (refused on conflicts)",
+    )
+    p.add_argument(
+        "--build",
+        action="store_true",
+        help="build the new base and every prefix that applies (CPU unless --backend cuda)",
+    )
+    p.add_argument(
+        "--test",
+        action="append",
+        nargs="?",
+        const="all",
+        metavar="SUITE",
+        help="run a recipe suite on every prefix (repeatable; no name: all)",
+    )
     p.set_defaults(func=cmd_rebase)
 
     p = sub.add_parser("refresh", help="write the patch files again from the commits of a variant tree")
@@ -1129,7 +1302,15 @@ def add_parsers(sub, common, build_opts) -> None:
     p = sub.add_parser("newest-base", help="the newest of several candidate bases that the whole series applies to")
     common(p)
     build_opts(p)
-    p.add_argument("--candidates", nargs="+", required=True, metavar="BASE", help="commits or sdist:VERSION[:SHA256], oldest to newest")
+    p.add_argument(
+        "--candidates",
+        nargs="+",
+        required=True,
+        metavar="BASE",
+        help="commits or sdist:VERSION[:SHA256], oldest to newest",
+    )
     p.add_argument("--git-url", default="", help="where to fetch commits from (default: the recipe's [base.git] url)")
-    p.add_argument("--build", action="store_true", help="also require that every prefix builds (CPU unless --backend cuda)")
+    p.add_argument(
+        "--build", action="store_true", help="also require that every prefix builds (CPU unless --backend cuda)"
+    )
     p.set_defaults(func=cmd_newest_base)

@@ -88,8 +88,17 @@ def _validate(s: SyntheticModelSpec) -> None:
         _fail("arch", f"{s.arch!r} is not supported (supported: {', '.join(SUPPORTED_ARCHS)})")
     if not isinstance(s.weight_type, str) or s.weight_type not in WEIGHT_TYPES:
         _fail("weight_type", f"{s.weight_type!r} is not one of {', '.join(WEIGHT_TYPES)}")
-    minimum = {"n_layer": 1, "n_embd": 1, "n_head": 1, "n_head_kv": 1, "head_dim": 2, "n_ff": 1,
-               "n_vocab": 1, "context_length": 1, "seed": 0}
+    minimum = {
+        "n_layer": 1,
+        "n_embd": 1,
+        "n_head": 1,
+        "n_head_kv": 1,
+        "head_dim": 2,
+        "n_ff": 1,
+        "n_vocab": 1,
+        "context_length": 1,
+        "seed": 0,
+    }
     for name, lo in minimum.items():
         v = getattr(s, name)
         if isinstance(v, bool) or not isinstance(v, int):
@@ -105,16 +114,21 @@ def _validate(s: SyntheticModelSpec) -> None:
     if s.n_head % s.n_head_kv:
         _fail("n_head_kv", f"n_head ({s.n_head}) must be a multiple of n_head_kv ({s.n_head_kv})")
     if not MIN_VOCAB <= s.n_vocab <= MAX_VOCAB:
-        _fail("n_vocab", f"must be in [{MIN_VOCAB}, {MAX_VOCAB}] to hold the synthetic tokenizer "
-                         f"(3 specials, 256 byte tokens, printable ASCII), got {s.n_vocab}")
+        _fail(
+            "n_vocab",
+            f"must be in [{MIN_VOCAB}, {MAX_VOCAB}] to hold the synthetic tokenizer "
+            f"(3 specials, 256 byte tokens, printable ASCII), got {s.n_vocab}",
+        )
     if s.weight_type == "q8_0":
         # every weight matrix is quantized along its input dimension (a row of ggml's ne[0])
         for name, v in (("n_embd", s.n_embd), ("n_ff", s.n_ff)):
             if v % Q8_0_BLOCK:
                 _fail(name, f"must be a multiple of {Q8_0_BLOCK} for weight_type q8_0, got {v}")
         if (s.n_head * s.head_dim) % Q8_0_BLOCK:
-            _fail("head_dim", f"n_head*head_dim ({s.n_head * s.head_dim}) must be a multiple of "
-                              f"{Q8_0_BLOCK} for weight_type q8_0")
+            _fail(
+                "head_dim",
+                f"n_head*head_dim ({s.n_head * s.head_dim}) must be a multiple of {Q8_0_BLOCK} for weight_type q8_0",
+            )
 
 
 _FIELDS = tuple(f.name for f in dataclasses.fields(SyntheticModelSpec))
@@ -137,6 +151,7 @@ def spec_from_mapping(d: Mapping[str, Any]) -> SyntheticModelSpec:
 
 # --- tensor plan -------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class _Tensor:
     name: str
@@ -147,11 +162,17 @@ class _Tensor:
 def _tensor_names() -> dict[str, str]:
     """gguf's names for the llama tensors (falls back to llama.cpp's spelling without gguf)."""
     fallback = {
-        "TOKEN_EMBD": "token_embd", "OUTPUT_NORM": "output_norm", "OUTPUT": "output",
-        "ATTN_NORM": "blk.{bid}.attn_norm", "ATTN_Q": "blk.{bid}.attn_q",
-        "ATTN_K": "blk.{bid}.attn_k", "ATTN_V": "blk.{bid}.attn_v",
-        "ATTN_OUT": "blk.{bid}.attn_output", "FFN_NORM": "blk.{bid}.ffn_norm",
-        "FFN_GATE": "blk.{bid}.ffn_gate", "FFN_UP": "blk.{bid}.ffn_up",
+        "TOKEN_EMBD": "token_embd",
+        "OUTPUT_NORM": "output_norm",
+        "OUTPUT": "output",
+        "ATTN_NORM": "blk.{bid}.attn_norm",
+        "ATTN_Q": "blk.{bid}.attn_q",
+        "ATTN_K": "blk.{bid}.attn_k",
+        "ATTN_V": "blk.{bid}.attn_v",
+        "ATTN_OUT": "blk.{bid}.attn_output",
+        "FFN_NORM": "blk.{bid}.ffn_norm",
+        "FFN_GATE": "blk.{bid}.ffn_gate",
+        "FFN_UP": "blk.{bid}.ffn_up",
         "FFN_DOWN": "blk.{bid}.ffn_down",
     }
     gguf = sys.modules.get("gguf")
@@ -176,14 +197,16 @@ def _plan(spec: SyntheticModelSpec) -> list[_Tensor]:
         _Tensor(n["OUTPUT"] + ".weight", (v, e), False),
     ]
     for i in range(spec.n_layer):
+
         def t(key: str, shape: tuple[int, ...], norm: bool = False) -> _Tensor:
             return _Tensor(n[key].format(bid=i) + ".weight", shape, norm)
+
         out += [
             t("ATTN_NORM", (e,), True),
-            t("ATTN_Q", (q, e)),     # n_embd -> n_head * head_dim
-            t("ATTN_K", (kv, e)),    # n_embd -> n_head_kv * head_dim
+            t("ATTN_Q", (q, e)),  # n_embd -> n_head * head_dim
+            t("ATTN_K", (kv, e)),  # n_embd -> n_head_kv * head_dim
             t("ATTN_V", (kv, e)),
-            t("ATTN_OUT", (e, q)),   # n_head * head_dim -> n_embd
+            t("ATTN_OUT", (e, q)),  # n_head * head_dim -> n_embd
             t("FFN_NORM", (e,), True),
             t("FFN_GATE", (ff, e)),
             t("FFN_UP", (ff, e)),
@@ -197,6 +220,7 @@ def parameter_count(spec: SyntheticModelSpec) -> int:
 
 
 # --- tokenizer ---------------------------------------------------------------------------------
+
 
 def _extra_pieces() -> Iterator[str]:
     """Lowercase pieces of growing length, "▁"-prefixed first; every piece is the merge of two
@@ -231,6 +255,7 @@ def build_vocab(n_vocab: int) -> tuple[list[str], list[float], list[int]]:
 
 # --- writing -----------------------------------------------------------------------------------
 
+
 def _import_gguf(gguf_py: Path | None):
     try:
         return importlib.import_module("gguf")
@@ -248,11 +273,12 @@ def _import_gguf(gguf_py: Path | None):
             return importlib.import_module("gguf")
         except ImportError as e:
             raise PatchkitError(
-                f"cannot import gguf from {p} ({e}); `pip install gguf` or pass a llama.cpp tree "
-                "whose gguf-py works") from None
+                f"cannot import gguf from {p} ({e}); `pip install gguf` or pass a llama.cpp tree whose gguf-py works"
+            ) from None
     raise PatchkitError(
         f"the gguf Python package is needed to write the synthetic model ({first_error}); "
-        "`pip install gguf` or pass the llama.cpp tree (its gguf-py)") from None
+        "`pip install gguf` or pass the llama.cpp tree (its gguf-py)"
+    ) from None
 
 
 def _ggml_type(gguf, spec: SyntheticModelSpec, t: _Tensor):
@@ -293,8 +319,9 @@ def _make_tensor(gguf, rng: np.random.Generator, t: _Tensor, qtype) -> np.ndarra
     return out
 
 
-def write_synthetic_gguf(path: Path | str, spec: SyntheticModelSpec | None = None, *,
-                         gguf_py: Path | None = None) -> Path:
+def write_synthetic_gguf(
+    path: Path | str, spec: SyntheticModelSpec | None = None, *, gguf_py: Path | None = None
+) -> Path:
     """Write the model described by `spec` to `path` (deterministic for a given spec, seed included).
 
     Tensors are generated and written one at a time; the file appears complete or not at all
@@ -315,11 +342,18 @@ def write_synthetic_gguf(path: Path | str, spec: SyntheticModelSpec | None = Non
 
     w = gguf.GGUFWriter(tmp, arch)
     try:
-        w.add_name(f"patchkit synthetic {arch} L{spec.n_layer} E{spec.n_embd} "
-                   f"H{spec.n_head}/{spec.n_head_kv}x{spec.head_dim} seed {spec.seed}")
+        w.add_name(
+            f"patchkit synthetic {arch} L{spec.n_layer} E{spec.n_embd} "
+            f"H{spec.n_head}/{spec.n_head_kv}x{spec.head_dim} seed {spec.seed}"
+        )
         w.add_type("model")
-        w.add_file_type({"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
-                         "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[spec.weight_type])
+        w.add_file_type(
+            {
+                "f32": gguf.LlamaFileType.ALL_F32,
+                "f16": gguf.LlamaFileType.MOSTLY_F16,
+                "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+            }[spec.weight_type]
+        )
         if spec.weight_type == "q8_0":
             w.add_quantization_version(gguf.GGML_QUANT_VERSION)
         w.add_context_length(spec.context_length)

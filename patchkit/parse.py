@@ -51,23 +51,23 @@ from typing import Any, NamedTuple
 from patchkit.errors import ParseError
 
 __all__ = [
-    "CASE_STATUSES",
     "BACKEND_STATUSES",
+    "CASE_STATUSES",
     "RUN_STATUSES",
-    "TestCase",
     "BackendRun",
-    "TestRun",
-    "PerfRecord",
     "BenchRecord",
     "KernelLaunch",
     "KernelSummary",
-    "read_log",
-    "parse_test_console",
-    "parse_perf_sql",
-    "parse_perf_console",
+    "PerfRecord",
+    "TestCase",
+    "TestRun",
     "parse_llama_bench_json",
     "parse_llama_bench_jsonl",
     "parse_ncu_csv",
+    "parse_perf_console",
+    "parse_perf_sql",
+    "parse_test_console",
+    "read_log",
     "summarize_kernels",
 ]
 
@@ -293,8 +293,15 @@ def _make_case(op: str, params: str, status: str, details: list[str], line: int,
             metric, value, threshold = m["m"], _float_or_none(m["v"]), _float_or_none(m["t"])
             break
     return TestCase(
-        op=op, params=params, status=status, details=tuple(details), err_metric=metric,
-        err_value=value, err_threshold=threshold, line=line, **kw,
+        op=op,
+        params=params,
+        status=status,
+        details=tuple(details),
+        err_metric=metric,
+        err_value=value,
+        err_threshold=threshold,
+        line=line,
+        **kw,
     )
 
 
@@ -317,8 +324,11 @@ def _finish_backend(b: _BackendBuilder, source: str, *, complete: bool) -> Backe
     if b.open_case is not None:
         oc = b.open_case
         if complete:
-            raise _err(source, oc["line"], f"garbled: case {oc['op']}({_snip(oc['params'], 50)}) has no "
-                                           "OK/FAIL/not supported result")
+            raise _err(
+                source,
+                oc["line"],
+                f"garbled: case {oc['op']}({_snip(oc['params'], 50)}) has no OK/FAIL/not supported result",
+            )
         cases.append(_make_case(oc["op"], oc["params"], "incomplete", oc["details"], oc["line"]))
     if b.summary is not None:
         passed, total, sline = b.summary
@@ -327,8 +337,12 @@ def _finish_backend(b: _BackendBuilder, source: str, *, complete: bool) -> Backe
         if passed > total:
             raise _err(source, sline, f"garbled summary: {passed}/{total} tests passed")
         if n_ok != passed:
-            raise _err(source, sline, f"garbled: summary says {passed}/{total} tests passed but the log "
-                                      f"shows {n_ok} cases OK for backend {b.name}")
+            raise _err(
+                source,
+                sline,
+                f"garbled: summary says {passed}/{total} tests passed but the log "
+                f"shows {n_ok} cases OK for backend {b.name}",
+            )
         missing = (total - passed) - n_fail
         if missing > 0:
             # Cases that failed before printing their line (e.g. "failed to allocate tensors") appear
@@ -336,8 +350,12 @@ def _finish_backend(b: _BackendBuilder, source: str, *, complete: bool) -> Backe
             printed = {c.name for c in cases if c.status != "ok"}
             extra = [(n, ln) for n, ln in b.failing if n not in printed]
             if len(extra) != missing:
-                raise _err(source, sline, f"garbled: summary says {passed}/{total} tests passed but the log "
-                                          f"shows {n_fail} failing cases for backend {b.name}")
+                raise _err(
+                    source,
+                    sline,
+                    f"garbled: summary says {passed}/{total} tests passed but the log "
+                    f"shows {n_fail} failing cases for backend {b.name}",
+                )
             orphans = list(b.orphan_details)
             for n, ln in extra:
                 m = re.match(r"^([A-Za-z][A-Za-z0-9_]*)\((.*)\)$", n)
@@ -345,8 +363,12 @@ def _finish_backend(b: _BackendBuilder, source: str, *, complete: bool) -> Backe
                 det = [orphans.pop(0)] if orphans else []
                 cases.append(_make_case(op, params, "fail", det, ln, listed_only=True))
         elif missing < 0:
-            raise _err(source, sline, f"garbled: summary says {passed}/{total} tests passed but the log "
-                                      f"shows {n_fail} failing cases for backend {b.name}")
+            raise _err(
+                source,
+                sline,
+                f"garbled: summary says {passed}/{total} tests passed but the log "
+                f"shows {n_fail} failing cases for backend {b.name}",
+            )
     # Derive the status.
     any_fail = any(c.status == "fail" for c in cases)
     if b.skip_reason is not None:
@@ -364,13 +386,22 @@ def _finish_backend(b: _BackendBuilder, source: str, *, complete: bool) -> Backe
     else:
         status = "ok"
     return BackendRun(
-        index=b.index, total=b.total, name=b.name, status=status, skip_reason=b.skip_reason,
+        index=b.index,
+        total=b.total,
+        name=b.name,
+        status=status,
+        skip_reason=b.skip_reason,
         description=b.description,
-        memory_total_mb=b.mem[0] if b.mem else None, memory_free_mb=b.mem[1] if b.mem else None,
+        memory_total_mb=b.mem[0] if b.mem else None,
+        memory_free_mb=b.mem[1] if b.mem else None,
         cases=tuple(cases),
-        tests_passed=b.summary[0] if b.summary else None, tests_total=b.summary[1] if b.summary else None,
-        failing_tests=tuple(n for n, _ in b.failing), reported=b.reported, backend_name=b.backend_name,
-        fa_vec_slice_run=b.slice[0] if b.slice else None, fa_vec_slice_failed=b.slice[1] if b.slice else None,
+        tests_passed=b.summary[0] if b.summary else None,
+        tests_total=b.summary[1] if b.summary else None,
+        failing_tests=tuple(n for n, _ in b.failing),
+        reported=b.reported,
+        backend_name=b.backend_name,
+        fa_vec_slice_run=b.slice[0] if b.slice else None,
+        fa_vec_slice_failed=b.slice[1] if b.slice else None,
         line=b.line,
     )
 
@@ -495,15 +526,18 @@ def parse_test_console(text: str, source: str, *, partial: bool = False) -> Test
         if m:
             b.slice = (int(m[1]), int(m[2]))
             continue
-        if s.startswith("Running FA vec slice tests") or s.startswith("  FAIL fa_vec slice:"):
+        if s.startswith(("Running FA vec slice tests", "  FAIL fa_vec slice:")):
             continue
         if b.open_case is not None and not _CASE_RE.match(s):
             m = _RESULT_TAIL_RE.match(s.strip())
             if m:
                 oc = b.open_case
                 b.open_case = None
-                b.cases.append(_make_case(oc["op"], oc["params"], m["st"].lower(),
-                                          oc["details"] + _split_details(m["d"]), oc["line"]))
+                b.cases.append(
+                    _make_case(
+                        oc["op"], oc["params"], m["st"].lower(), oc["details"] + _split_details(m["d"]), oc["line"]
+                    )
+                )
                 continue
         m = _CASE_RE.match(s)
         if m:
@@ -523,16 +557,23 @@ def parse_test_console(text: str, source: str, *, partial: bool = False) -> Test
                 b.cases.append(_make_case(oc["op"], oc["params"], "incomplete", oc["details"], oc["line"]))
                 b.open_case = None
                 if not partial:
-                    raise _err(source, oc["line"], f"garbled: case {oc['op']}({_snip(oc['params'], 50)}) has "
-                                                   "no OK/FAIL/not supported result")
+                    raise _err(
+                        source,
+                        oc["line"],
+                        f"garbled: case {oc['op']}({_snip(oc['params'], 50)}) has no OK/FAIL/not supported result",
+                    )
             rest = m["rest"]
             parsed = _parse_case_rest(rest)
             if parsed is None:
                 # The result is not on this line: grad mode prints stderr text ("Error in X: ...\n") between
                 # "  OP(params): " and "FAIL", and a crash leaves the case without a result. The next
                 # line must finish it (see below); otherwise it is reported as garbled or truncated.
-                b.open_case = {"op": m["op"], "params": m["params"], "details": details + _split_details(rest),
-                               "line": n}
+                b.open_case = {
+                    "op": m["op"],
+                    "params": m["params"],
+                    "details": details + _split_details(rest),
+                    "line": n,
+                }
                 continue
             status, more, by = parsed
             b.cases.append(_make_case(m["op"], m["params"], status, details + more, n, unsupported_by=by))
@@ -548,12 +589,13 @@ def parse_test_console(text: str, source: str, *, partial: bool = False) -> Test
             return TestRun(source=source, status="incomplete", complete=False, noise_lines=noise)
         if not text.strip():
             raise _err(source, None, "truncated: empty output (expected 'Testing N devices')")
-        raise _err(source, None, "truncated or not test-backend-ops output: no 'Testing N devices' / "
-                                 "'Backend i/n' line")
+        raise _err(
+            source, None, "truncated or not test-backend-ops output: no 'Testing N devices' / 'Backend i/n' line"
+        )
     complete = bp is not None and overall is not None
     if not complete:
         where = f"after line {last_content}" if last_content else ""
-        what = ("the final OK/FAIL line" if bp is not None else "'N/M backends passed'")
+        what = "the final OK/FAIL line" if bp is not None else "'N/M backends passed'"
         if cur is not None and cur.open_case is not None:
             what += f" (case {cur.open_case['op']} at line {cur.open_case['line']} has no result)"
         if not partial:
@@ -565,12 +607,16 @@ def parse_test_console(text: str, source: str, *, partial: bool = False) -> Test
         if device_count is not None and total != device_count:
             raise _err(source, bline, f"garbled: {total} backends in the summary but 'Testing {device_count} devices'")
         if complete and len(backends) != total:
-            raise _err(source, bline, f"garbled: summary counts {total} backends but {len(backends)} "
-                                      "'Backend i/n' sections were printed")
+            raise _err(
+                source,
+                bline,
+                f"garbled: summary counts {total} backends but {len(backends)} 'Backend i/n' sections were printed",
+            )
         n_pass = sum(b.status == "skipped" or b.reported == "ok" for b in backends)
         if complete and n_pass != passed:
-            raise _err(source, bline, f"garbled: summary says {passed}/{total} backends passed but "
-                                      f"{n_pass} sections passed")
+            raise _err(
+                source, bline, f"garbled: summary says {passed}/{total} backends passed but {n_pass} sections passed"
+            )
     if any(b.status == "fail" for b in backends) or overall == "fail":
         status = "fail"
     elif not complete:
@@ -580,13 +626,20 @@ def parse_test_console(text: str, source: str, *, partial: bool = False) -> Test
     else:
         status = "not_run"
     return TestRun(
-        source=source, status=status, complete=complete, device_count=device_count, backends=tuple(backends),
-        backends_passed=bp[0] if bp else None, backends_total=bp[1] if bp else None, overall=overall,
+        source=source,
+        status=status,
+        complete=complete,
+        device_count=device_count,
+        backends=tuple(backends),
+        backends_passed=bp[0] if bp else None,
+        backends_total=bp[1] if bp else None,
+        overall=overall,
         noise_lines=noise,
     )
 
 
 # ------------------------------------------------------------------------------ test-backend-ops perf
+
 
 @dataclass(frozen=True, kw_only=True)
 class PerfRecord(_AsDict):
@@ -615,8 +668,13 @@ class PerfRecord(_AsDict):
 _SQL_REQUIRED = ("backend_name", "op_name", "op_params", "time_us", "n_runs")
 # Column types as test-backend-ops declares them (used when the CREATE TABLE is not in the text).
 _SQL_KNOWN_TYPES = {
-    "supported": "INTEGER", "passed": "INTEGER", "memory_kb": "INTEGER", "n_runs": "INTEGER",
-    "time_us": "REAL", "flops": "REAL", "bandwidth_gb_s": "REAL",
+    "supported": "INTEGER",
+    "passed": "INTEGER",
+    "memory_kb": "INTEGER",
+    "n_runs": "INTEGER",
+    "time_us": "REAL",
+    "flops": "REAL",
+    "bandwidth_gb_s": "REAL",
 }
 _CREATE_RE = re.compile(r"CREATE TABLE(?: IF NOT EXISTS)? (\w+) \(")
 _SQL_COL_RE = re.compile(r"^\s*(\w+) (\w+),?\s*$")
@@ -643,21 +701,21 @@ def _sql_values(s: str, pos: int, source: str, line: int) -> tuple[list[str | No
                 if k < 0:
                     raise _err(source, line, "truncated INSERT statement (unterminated string)")
                 if k + 1 < n and s[k + 1] == "'":
-                    buf.append(s[j:k + 1])
+                    buf.append(s[j : k + 1])
                     j = k + 2
                     continue
-                rest = s[k + 1:].lstrip(" ")
+                rest = s[k + 1 :].lstrip(" ")
                 if rest[:1] in (",", ")") or not rest:
                     buf.append(s[j:k])
                     pos = k + 1
                     break
-                buf.append(s[j:k + 1])  # an unescaped quote inside the value
+                buf.append(s[j : k + 1])  # an unescaped quote inside the value
                 j = k + 1
             vals.append("".join(buf))
         else:
             m = _SQL_BARE_RE.match(s, pos)
             if not m:
-                raise _err(source, line, f"garbled INSERT values near {_snip(s[pos:pos + 30])}")
+                raise _err(source, line, f"garbled INSERT values near {_snip(s[pos : pos + 30])}")
             tok = m.group(0)
             vals.append(None if tok.upper() == "NULL" else tok)
             pos = m.end()
@@ -670,7 +728,7 @@ def _sql_values(s: str, pos: int, source: str, line: int) -> tuple[list[str | No
             continue
         if s[pos] == ")":
             return vals, pos + 1
-        raise _err(source, line, f"garbled INSERT values near {_snip(s[pos:pos + 30])}")
+        raise _err(source, line, f"garbled INSERT values near {_snip(s[pos : pos + 30])}")
 
 
 def _sql_convert(col: str, typ: str, val: str | None, source: str, line: int) -> Any:
@@ -739,8 +797,9 @@ def parse_perf_sql(text: str, source: str) -> list[PerfRecord]:
         for req in _SQL_REQUIRED:
             if req not in cols:
                 raise _err(source, n, f"INSERT lacks required column '{req}'")
-        row = {c: _sql_convert(c, types.get(c, _SQL_KNOWN_TYPES.get(c, "TEXT")), v, source, n)
-               for c, v in zip(cols, vals)}
+        row = {
+            c: _sql_convert(c, types.get(c, _SQL_KNOWN_TYPES.get(c, "TEXT")), v, source, n) for c, v in zip(cols, vals)
+        }
         mode = row.get("test_mode")
         if mode is not None and mode != "perf":
             raise _err(source, n, f"not a perf result (test_mode '{mode}')")
@@ -749,21 +808,32 @@ def parse_perf_sql(text: str, source: str) -> list[PerfRecord]:
                 raise _err(source, n, f"required column '{req}' is NULL")
         sup = row.get("supported")
         rec = PerfRecord(
-            backend_name=str(row["backend_name"]), op_name=str(row["op_name"]), op_params=str(row["op_params"]),
-            time_us=float(row["time_us"]), n_runs=int(row["n_runs"]),
+            backend_name=str(row["backend_name"]),
+            op_name=str(row["op_name"]),
+            op_params=str(row["op_params"]),
+            time_us=float(row["time_us"]),
+            n_runs=int(row["n_runs"]),
             supported=bool(int(sup)) if sup is not None else True,
-            flops=_opt_float(row.get("flops")), bandwidth_gb_s=_opt_float(row.get("bandwidth_gb_s")),
+            flops=_opt_float(row.get("flops")),
+            bandwidth_gb_s=_opt_float(row.get("bandwidth_gb_s")),
             memory_kb=int(row["memory_kb"]) if row.get("memory_kb") is not None else None,
-            extra={c: v for c, v in row.items()
-                   if c not in _SQL_REQUIRED and c not in ("supported", "flops", "bandwidth_gb_s", "memory_kb")},
+            extra={
+                c: v
+                for c, v in row.items()
+                if c not in _SQL_REQUIRED and c not in ("supported", "flops", "bandwidth_gb_s", "memory_kb")
+            },
             line=n,
         )
         records.append(rec)
     if in_create:
         raise _err(source, None, "truncated: output ends inside CREATE TABLE")
     if not seen_sql:
-        raise _err(source, None, "no SQL found (expected 'CREATE TABLE test_backend_ops' / 'INSERT INTO "
-                                 "test_backend_ops'); empty or truncated output, or not --output sql")
+        raise _err(
+            source,
+            None,
+            "no SQL found (expected 'CREATE TABLE test_backend_ops' / 'INSERT INTO "
+            "test_backend_ops'); empty or truncated output, or not --output sql",
+        )
     return records
 
 
@@ -818,18 +888,34 @@ def parse_perf_console(text: str, source: str, *, partial: bool = False) -> list
             if m["fl"] is not None:
                 flops = float(m["fl"]) * _SI[m["flu"]]
                 flop_per_run = float(m["fpr"]) * _SI[m["fpru"]]
-            out.append(PerfRecord(
-                backend_name=backend, op_name=m["op"], op_params=m["params"], time_us=float(m["us"]),
-                n_runs=int(m["runs"]), flops=flops,
-                bandwidth_gb_s=float(m["gbs"]) if m["gbs"] is not None else None,
-                memory_kb=int(m["kb"]) if m["kb"] is not None else None,
-                extra={"flop_per_run": flop_per_run} if flop_per_run is not None else {}, line=n,
-            ))
+            out.append(
+                PerfRecord(
+                    backend_name=backend,
+                    op_name=m["op"],
+                    op_params=m["params"],
+                    time_us=float(m["us"]),
+                    n_runs=int(m["runs"]),
+                    flops=flops,
+                    bandwidth_gb_s=float(m["gbs"]) if m["gbs"] is not None else None,
+                    memory_kb=int(m["kb"]) if m["kb"] is not None else None,
+                    extra={"flop_per_run": flop_per_run} if flop_per_run is not None else {},
+                    line=n,
+                )
+            )
             continue
         m = _PERF_NS_RE.match(s)
         if m:
-            out.append(PerfRecord(backend_name=backend, op_name=m["op"], op_params=m["params"], time_us=0.0,
-                                  n_runs=0, supported=False, line=n))
+            out.append(
+                PerfRecord(
+                    backend_name=backend,
+                    op_name=m["op"],
+                    op_params=m["params"],
+                    time_us=0.0,
+                    n_runs=0,
+                    supported=False,
+                    line=n,
+                )
+            )
             continue
         if _CASE_START_RE.match(s):
             if n == last_content and not partial:
@@ -950,15 +1036,19 @@ def _bench_record(obj: Any, source: str, line: int | None) -> BenchRecord:
     for key, types in _BENCH_OPTIONAL.items():
         if key in obj and obj[key] is not None:
             if not _is_type(obj[key], types):
-                raise _err(source, line, f"llama-bench field '{key}': unexpected value "
-                                         f"{_snip(json.dumps(obj[key]), 40)}")
+                raise _err(
+                    source, line, f"llama-bench field '{key}': unexpected value {_snip(json.dumps(obj[key]), 40)}"
+                )
             vals[key] = obj[key]
     for key in ("samples_ts", "samples_ns"):
         if not all(_is_type(x, (int, float)) for x in vals[key]):
             raise _err(source, line, f"llama-bench field '{key}': expected a list of numbers")
     if len(vals["samples_ts"]) != len(vals["samples_ns"]):
-        raise _err(source, line, f"llama-bench record: {len(vals['samples_ns'])} samples_ns but "
-                                 f"{len(vals['samples_ts'])} samples_ts")
+        raise _err(
+            source,
+            line,
+            f"llama-bench record: {len(vals['samples_ns'])} samples_ns but {len(vals['samples_ts'])} samples_ts",
+        )
     vals["flash_attn"] = int(vals["flash_attn"])
     vals["avg_ts"] = float(vals["avg_ts"])
     vals["stddev_ts"] = float(vals["stddev_ts"])
@@ -1021,8 +1111,11 @@ def parse_llama_bench_json(text: str, source: str) -> list[BenchRecord]:
             except json.JSONDecodeError as e:
                 closed = any(ln.strip() == "]" for ln in text[i:].splitlines())
                 if e.pos >= end_of_content or not closed:
-                    raise _err(source, _line_of(text, i), "truncated: a llama-bench record is not closed "
-                                                          "(and the array has no ']')") from None
+                    raise _err(
+                        source,
+                        _line_of(text, i),
+                        "truncated: a llama-bench record is not closed (and the array has no ']')",
+                    ) from None
                 raise _err(source, e.lineno, f"garbled JSON in a llama-bench record: {e.msg}") from None
             out.append(_bench_record(obj, source, _line_of(text, i)))
             i = j
@@ -1062,6 +1155,7 @@ def parse_llama_bench_jsonl(text: str, source: str) -> list[BenchRecord]:
 
 # ------------------------------------------------------------------------------------- Nsight Compute
 
+
 @dataclass(frozen=True, kw_only=True)
 class KernelLaunch(_AsDict):
     """One profiled kernel launch from `ncu --csv`. duration_ns from gpu__time_duration.sum (converted to
@@ -1091,10 +1185,17 @@ class KernelSummary(NamedTuple):
 _NCU_DURATION = "gpu__time_duration.sum"
 _NCU_REQUIRED = ("ID", "Kernel Name", "Metric Name", "Metric Value")
 _TIME_UNITS = {
-    "ns": 1.0, "nsecond": 1.0, "nsec": 1.0,
-    "us": 1e3, "usecond": 1e3, "usec": 1e3,
-    "ms": 1e6, "msecond": 1e6, "msec": 1e6,
-    "s": 1e9, "second": 1e9,
+    "ns": 1.0,
+    "nsecond": 1.0,
+    "nsec": 1.0,
+    "us": 1e3,
+    "usecond": 1e3,
+    "usec": 1e3,
+    "ms": 1e6,
+    "msecond": 1e6,
+    "msec": 1e6,
+    "s": 1e9,
+    "second": 1e9,
 }
 _THOUSANDS_RE = re.compile(r"^-?\d{1,3}(,\d{3})+(\.\d+)?$")
 
@@ -1199,20 +1300,36 @@ def parse_ncu_csv(text: str, source: str) -> list[KernelLaunch]:
     if header is None:
         if not text.strip():
             raise _err(source, None, "truncated: empty output (expected ncu --csv output)")
-        raise _err(source, None, "no ncu CSV header found (expected a line starting with '\"ID\",'); "
-                                 "truncated, no kernel was profiled, or not --csv output")
+        raise _err(
+            source,
+            None,
+            "no ncu CSV header found (expected a line starting with '\"ID\",'); "
+            "truncated, no kernel was profiled, or not --csv output",
+        )
     out: list[KernelLaunch] = []
-    for (pid, _id), g in groups.items():
+    for (_pid, _id), g in groups.items():
         r = g["row"]
         if g["duration"] is None:
-            raise _err(source, g["line"], f"ncu launch ID {_id} ({_snip(r['Kernel Name'], 40)}) has no "
-                                          f"'{_NCU_DURATION}' metric")
-        out.append(KernelLaunch(
-            id=int(_id), kernel_name=r["Kernel Name"], duration_ns=g["duration"],
-            grid=_dim3(r.get("Grid Size")), block=_dim3(r.get("Block Size")),
-            process_id=_opt_int(r.get("Process ID")), stream=_opt_int(r.get("Stream")),
-            device=_opt_int(r.get("Device")), metrics=g["metrics"], units=g["units"], line=g["line"],
-        ))
+            raise _err(
+                source,
+                g["line"],
+                f"ncu launch ID {_id} ({_snip(r['Kernel Name'], 40)}) has no '{_NCU_DURATION}' metric",
+            )
+        out.append(
+            KernelLaunch(
+                id=int(_id),
+                kernel_name=r["Kernel Name"],
+                duration_ns=g["duration"],
+                grid=_dim3(r.get("Grid Size")),
+                block=_dim3(r.get("Block Size")),
+                process_id=_opt_int(r.get("Process ID")),
+                stream=_opt_int(r.get("Stream")),
+                device=_opt_int(r.get("Device")),
+                metrics=g["metrics"],
+                units=g["units"],
+                line=g["line"],
+            )
+        )
     return out
 
 

@@ -25,8 +25,15 @@ def decode_series(ev: dict[str, Any]) -> list[dict[str, Any]]:
             label = v if not multi else f"{e['gpu']}: {v}"
             if len(configs) > 1:
                 label += f" (tg{ng}, {tk}/{tv})"
-            out.append({"label": label, "depth": [x["depth"] for x in xs], "median": [x["median"] for x in xs],
-                        "ci_low": [x["ci_low"] for x in xs], "ci_high": [x["ci_high"] for x in xs]})  # fmt: skip
+            out.append(
+                {
+                    "label": label,
+                    "depth": [x["depth"] for x in xs],
+                    "median": [x["median"] for x in xs],
+                    "ci_low": [x["ci_low"] for x in xs],
+                    "ci_high": [x["ci_high"] for x in xs],
+                }
+            )
     return out
 
 
@@ -36,7 +43,10 @@ def decode_png(series: list[dict[str, Any]], *, title: str = "Decode throughput 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    with matplotlib.style.context("default"), matplotlib.rc_context({"svg.hashsalt": "patchkit", "path.simplify": True}):
+    with (
+        matplotlib.style.context("default"),
+        matplotlib.rc_context({"svg.hashsalt": "patchkit", "path.simplify": True}),
+    ):
         fig = Figure(figsize=(7.0, 4.2), dpi=100)
         FigureCanvasAgg(fig)
         ax = fig.add_subplot()

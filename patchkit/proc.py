@@ -10,9 +10,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from patchkit.errors import CommandError, ToolNotFound
 
@@ -55,7 +55,7 @@ def run(
     check: bool = True,
     echo: bool = True,
     stream: bool = False,
-    on_line: "Callable[[str], None] | None" = None,
+    on_line: Callable[[str], None] | None = None,
     separate_stderr: bool = False,
 ) -> Completed:
     """Run `argv` (no shell). stdout+stderr go to `log` (with the command line as its first line).
@@ -136,7 +136,10 @@ def run(
     seconds = time.monotonic() - start
     if log is not None:
         with open(log, "a", encoding="utf-8") as f:
-            f.write(("" if ends_line[0] else "\n") + f"# exit: {returncode if returncode is not None else 'timeout'}, {seconds:.1f} s\n")
+            f.write(
+                ("" if ends_line[0] else "\n")
+                + f"# exit: {returncode if returncode is not None else 'timeout'}, {seconds:.1f} s\n"
+            )
     out = "".join(out_chunks)
     done = Completed(argv=args, returncode=returncode, seconds=seconds, log=log, stdout=out)
     if check and not done.ok:

@@ -46,7 +46,9 @@ def _github_message(resp: Any) -> str:
     details = []
     for e in d.get("errors") or []:
         if isinstance(e, dict):
-            details.append(str(e.get("message") or " ".join(str(e.get(k)) for k in ("resource", "field", "code") if e.get(k))))
+            details.append(
+                str(e.get("message") or " ".join(str(e.get(k)) for k in ("resource", "field", "code") if e.get(k)))
+            )
         else:
             details.append(str(e))
     if details:
@@ -55,21 +57,35 @@ def _github_message(resp: Any) -> str:
 
 
 def publish(
-    repo: str, body: str, *, title: str, number: int | None = None, head: str | None = None, base: str = "master",
-    dry_run: bool = False, api: str = API, token_env: str = "GITHUB_TOKEN",
-) -> dict[str, Any]:  # fmt: skip
+    repo: str,
+    body: str,
+    *,
+    title: str,
+    number: int | None = None,
+    head: str | None = None,
+    base: str = "master",
+    dry_run: bool = False,
+    api: str = API,
+    token_env: str = "GITHUB_TOKEN",
+) -> dict[str, Any]:
     """Update PR `number`'s body, or (without number) open a PR from `head` into `base`. Returns GitHub's
     JSON answer (or, with dry_run, what would have been sent). Raises PatchkitError with one line."""
     if not _REPO_RE.match(repo or ""):
         raise PatchkitError(f"repository must be OWNER/NAME, got {repo!r}")
     if number is None and not head:
-        raise PatchkitError("to open a pull request, give the head branch (OWNER:BRANCH or BRANCH); to update one, its number")
+        raise PatchkitError(
+            "to open a pull request, give the head branch (OWNER:BRANCH or BRANCH); to update one, its number"
+        )
     if number is not None:
         method, path, payload = "PATCH", f"/repos/{repo}/pulls/{int(number)}", {"body": body}
     else:
         if not title:
             raise PatchkitError("a new pull request needs a title")
-        method, path, payload = "POST", f"/repos/{repo}/pulls", {"title": title, "head": head, "base": base, "body": body}
+        method, path, payload = (
+            "POST",
+            f"/repos/{repo}/pulls",
+            {"title": title, "head": head, "base": base, "body": body},
+        )
     url = api.rstrip("/") + path
     if dry_run:
         have = "set" if os.environ.get(token_env) else "NOT set"
@@ -86,15 +102,19 @@ def publish(
     import requests
 
     headers = {
-        "Authorization": f"Bearer {token}", "Accept": "application/vnd.github+json",
-        "X-GitHub-Api-Version": "2022-11-28", "User-Agent": "patchkit",
-    }  # fmt: skip
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/vnd.github+json",
+        "X-GitHub-Api-Version": "2022-11-28",
+        "User-Agent": "patchkit",
+    }
     try:
         resp = requests.request(method, url, json=payload, headers=headers, timeout=TIMEOUT, allow_redirects=False)
     except requests.RequestException as e:
         raise PatchkitError(_scrub(f"GitHub API {method} {url} failed: {type(e).__name__}: {e}", token)) from None
     if resp.status_code >= 300:
-        raise PatchkitError(_scrub(f"GitHub API {method} {path}: HTTP {resp.status_code}: {_github_message(resp)}", token))
+        raise PatchkitError(
+            _scrub(f"GitHub API {method} {path}: HTTP {resp.status_code}: {_github_message(resp)}", token)
+        )
     try:
         out = resp.json()
     except ValueError:
@@ -103,9 +123,17 @@ def publish(
 
 
 def publish_main(
-    report: Path, repo: str, *, number: int | None = None, head: str | None = None, base: str = "master",
-    title: str | None = None, dry_run: bool = False, api: str = API, token_env: str = "GITHUB_TOKEN",
-) -> int:  # fmt: skip
+    report: Path,
+    repo: str,
+    *,
+    number: int | None = None,
+    head: str | None = None,
+    base: str = "master",
+    title: str | None = None,
+    dry_run: bool = False,
+    api: str = API,
+    token_env: str = "GITHUB_TOKEN",
+) -> int:
     """`patchkit publish REPORT.md --repo OWNER/NAME (--number N | --head BRANCH)`: the report's H1 is the
     title (unless given) and the rest the body. Prints the PR's URL. Returns the exit code (0)."""
     try:
@@ -113,7 +141,17 @@ def publish_main(
     except OSError as e:
         raise PatchkitError(f"{report}: cannot read the report: {e.strerror}") from None
     h1, body = split_title(text)
-    out = publish(repo, body, title=title or h1, number=number, head=head, base=base, dry_run=dry_run, api=api, token_env=token_env)
+    out = publish(
+        repo,
+        body,
+        title=title or h1,
+        number=number,
+        head=head,
+        base=base,
+        dry_run=dry_run,
+        api=api,
+        token_env=token_env,
+    )
     if not dry_run:
         print(out.get("html_url") or f"{repo}#{out.get('number', number)}")
     return 0

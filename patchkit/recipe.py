@@ -211,7 +211,9 @@ def _build(cls: type, table: dict, where: str, file: Path, extra: dict | None = 
         key = raw_key.replace("-", "_")
         dotted = f"{where}.{raw_key}" if where else raw_key
         if key not in fields or key in (extra or {}):
-            raise RecipeError(f"{file}: unknown key {dotted!r}{_hint(key, [k for k in fields if k not in (extra or {})])}")
+            raise RecipeError(
+                f"{file}: unknown key {dotted!r}{_hint(key, [k for k in fields if k not in (extra or {})])}"
+            )
         kwargs[key] = _convert(value, hints[key], dotted, file)
     missing = [
         name
@@ -310,11 +312,15 @@ def _check_series(series: tuple[Patch, ...], file: Path) -> None:
     for i, p in enumerate(series):
         for dep in p.depends_on:
             if dep not in seen:
-                raise RecipeError(f"{file}: series[{i}].depends_on: unknown patch {dep!r}{_hint(dep, [q.key for q in series])}")
+                raise RecipeError(
+                    f"{file}: series[{i}].depends_on: unknown patch {dep!r}{_hint(dep, [q.key for q in series])}"
+                )
             if seen[dep] >= i:
                 raise RecipeError(f"{file}: series[{i}].depends_on: {dep!r} must come before {p.key!r} in the series")
             if series[seen[dep]].local != p.local and not p.local:
-                raise RecipeError(f"{file}: series[{i}].depends_on: PR patch {p.key!r} cannot depend on local patch {dep!r}")
+                raise RecipeError(
+                    f"{file}: series[{i}].depends_on: PR patch {p.key!r} cannot depend on local patch {dep!r}"
+                )
 
 
 def find_recipe(name_or_path: str | None, cwd: Path | None = None) -> Path:

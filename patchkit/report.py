@@ -112,7 +112,9 @@ def open_runs(bundles: list[Bundle]) -> list[Run]:
             env = b.env
         except ValueError as e:
             raise ReportError(f"{b.path / 'env.json'}: not valid JSON: {e}") from None
-        runs.append(Run(bundle=b, env=env if isinstance(env, dict) else {}, gpu=gpu_label(env if isinstance(env, dict) else {})))
+        runs.append(
+            Run(bundle=b, env=env if isinstance(env, dict) else {}, gpu=gpu_label(env if isinstance(env, dict) else {}))
+        )
     runs.sort(key=lambda r: (r.gpu, r.run_id))
     ids = [r.run_id for r in runs]
     if len(set(ids)) != len(ids):
@@ -174,7 +176,9 @@ def merge_problems(runs: list[Run]) -> list[str]:
     problems = []
     bases = {r.gpu: base_commit(r) for r in runs}
     if len(set(bases.values())) > 1:
-        problems.append("base commits differ (" + ", ".join(f"{g}: {c[:12] or 'unknown'}" for g, c in bases.items()) + ")")
+        problems.append(
+            "base commits differ (" + ", ".join(f"{g}: {c[:12] or 'unknown'}" for g, c in bases.items()) + ")"
+        )
     shas = {r.gpu: _patch_shas(r) for r in runs}
     files = sorted({f for s in shas.values() for f in s})
     differ = [f for f in files if len({s.get(f) for s in shas.values()}) > 1]
@@ -183,8 +187,11 @@ def merge_problems(runs: list[Run]) -> list[str]:
     opts = {r.gpu: build_options(r) for r in runs}
     common = set.intersection(*opts.values())
     if any(o != common for o in opts.values()):
-        problems.append("build options other than the CUDA arch differ (" + "; ".join(
-            f"{g}: {', '.join(sorted(o - common)) or 'nothing else'}" for g, o in opts.items()) + ")")
+        problems.append(
+            "build options other than the CUDA arch differ ("
+            + "; ".join(f"{g}: {', '.join(sorted(o - common)) or 'nothing else'}" for g, o in opts.items())
+            + ")"
+        )
     return problems
 
 
@@ -224,11 +231,17 @@ def patches_of(runs: list[Run]) -> list[dict[str, Any]]:
     out = []
     for p in info.get("patches") or []:
         f = str(p.get("file") or "")
-        out.append({
-            "id": str(p.get("id") or ""), "file": f, "subject": str(p.get("subject") or ""),
-            "upstream_pr": str(p.get("upstream_pr") or ""), "depends_on": [str(x) for x in p.get("depends_on") or []],
-            "local": bool(p.get("local")), "sha256": str(p.get("sha256") or env_shas.get(f) or ""),
-        })  # fmt: skip
+        out.append(
+            {
+                "id": str(p.get("id") or ""),
+                "file": f,
+                "subject": str(p.get("subject") or ""),
+                "upstream_pr": str(p.get("upstream_pr") or ""),
+                "depends_on": [str(x) for x in p.get("depends_on") or []],
+                "local": bool(p.get("local")),
+                "sha256": str(p.get("sha256") or env_shas.get(f) or ""),
+            }
+        )
     return out
 
 
@@ -243,29 +256,65 @@ def _prose(runs: list[Run], patches: list[dict]) -> dict[str, Any]:
     pr = [p for p in patches if not p["local"]]
     if not title and pr:
         title = pr[-1]["subject"]  # the top of the series
-    return {"title": title, "overview": str(info.get("overview") or ""), "ai_disclosure": str(info.get("ai_disclosure") or ""),
-            "notes": [str(n) for n in info.get("notes") or []], "from_run": _prose_run(runs).run_id}  # fmt: skip
+    return {
+        "title": title,
+        "overview": str(info.get("overview") or ""),
+        "ai_disclosure": str(info.get("ai_disclosure") or ""),
+        "notes": [str(n) for n in info.get("notes") or []],
+        "from_run": _prose_run(runs).run_id,
+    }
 
 
 def _hardware(run: Run) -> dict[str, Any]:
     b = run.data.get("base") or {}
-    return {"gpu": run.gpu, "run_id": run.run_id, "created": run.data.get("created"), "recipe": run.data.get("recipe"),
-            "env": run.env or None, "env_missing": not (run.bundle.path / "env.json").is_file(),
-            "base": {k: b.get(k) for k in ("key", "ref", "commit", "route", "upstream", "upstream_verified", "sdist_file", "sdist_sha256")},
-            "patches": _patch_shas(run)}  # fmt: skip
+    return {
+        "gpu": run.gpu,
+        "run_id": run.run_id,
+        "created": run.data.get("created"),
+        "recipe": run.data.get("recipe"),
+        "env": run.env or None,
+        "env_missing": not (run.bundle.path / "env.json").is_file(),
+        "base": {
+            k: b.get(k)
+            for k in ("key", "ref", "commit", "route", "upstream", "upstream_verified", "sdist_file", "sdist_sha256")
+        },
+        "patches": _patch_shas(run),
+    }
 
 
 def _builds(run: Run) -> dict[str, Any]:
     e: dict[str, Any] = {"gpu": run.gpu, "configs": [], "checks": []}
     for s in run.steps("build:"):
         d = s.data
-        vs = [{"variant": v.get("variant"), "key": v.get("key"), "head": v.get("head"), "seconds": v.get("seconds"),
-               "reused": v.get("reused"), "log": run.log(v.get("log"))} for v in d.get("variants") or []]  # fmt: skip
-        e["configs"].append({"config": s.name.split(":", 1)[1], **_state(s.name, s), "seconds": s.seconds, "options": d.get("options") or {},
-                             "cmake_args": d.get("cmake_args") or [], "variants": vs, "logs": run.logs(s.logs)})  # fmt: skip
+        vs = [
+            {
+                "variant": v.get("variant"),
+                "key": v.get("key"),
+                "head": v.get("head"),
+                "seconds": v.get("seconds"),
+                "reused": v.get("reused"),
+                "log": run.log(v.get("log")),
+            }
+            for v in d.get("variants") or []
+        ]
+        e["configs"].append(
+            {
+                "config": s.name.split(":", 1)[1],
+                **_state(s.name, s),
+                "seconds": s.seconds,
+                "options": d.get("options") or {},
+                "cmake_args": d.get("cmake_args") or [],
+                "variants": vs,
+                "logs": run.logs(s.logs),
+            }
+        )
     for s in run.steps("check:"):
-        items = [{k: it.get(k) for k in ("variant", "arch", "source", "ok", "error")} for it in s.data.get("items") or []]
-        e["checks"].append({"config": s.name.split(":", 1)[1], **_state(s.name, s), "items": items, "logs": run.logs(s.logs)})
+        items = [
+            {k: it.get(k) for k in ("variant", "arch", "source", "ok", "error")} for it in s.data.get("items") or []
+        ]
+        e["checks"].append(
+            {"config": s.name.split(":", 1)[1], **_state(s.name, s), "items": items, "logs": run.logs(s.logs)}
+        )
     if not e["configs"]:
         e.update(status="absent", reason="no `build:*` step in this run")
     if not e["checks"]:
@@ -290,15 +339,33 @@ def _tests(runs: list[Run], order: list[str]) -> dict[str, Any]:
                 e.update(args=[str(a) for a in d.get("args") or []], backend=d.get("backend"), variants=[], diff={})
                 for v in _order(vs, order):
                     x = vs[v]
-                    e["variants"].append({
-                        "variant": v, "status": x.get("status"), "reason": x.get("reason") or "", "log": r.log(x.get("log")),
-                        "seconds": x.get("seconds"), "n_ok": x.get("n_ok"), "n_fail": x.get("n_fail"), "n_not_supported": x.get("n_not_supported"),
-                        "backends": [{"name": b.get("name"), "status": b.get("status"), "tests_passed": b.get("tests_passed"),
-                                      "tests_total": b.get("tests_total"), "failing": list(b.get("failing") or [])} for b in x.get("backends") or []],
-                    })  # fmt: skip
+                    e["variants"].append(
+                        {
+                            "variant": v,
+                            "status": x.get("status"),
+                            "reason": x.get("reason") or "",
+                            "log": r.log(x.get("log")),
+                            "seconds": x.get("seconds"),
+                            "n_ok": x.get("n_ok"),
+                            "n_fail": x.get("n_fail"),
+                            "n_not_supported": x.get("n_not_supported"),
+                            "backends": [
+                                {
+                                    "name": b.get("name"),
+                                    "status": b.get("status"),
+                                    "tests_passed": b.get("tests_passed"),
+                                    "tests_total": b.get("tests_total"),
+                                    "failing": list(b.get("failing") or []),
+                                }
+                                for b in x.get("backends") or []
+                            ],
+                        }
+                    )
                 diff = d.get("diff") or {}
                 for v in _order(diff, order):
-                    e["diff"][v] = {k: list(diff[v].get(k) or []) for k in ("new_failures", "fixed", "disappeared", "appeared")}
+                    e["diff"][v] = {
+                        k: list(diff[v].get(k) or []) for k in ("new_failures", "fixed", "disappeared", "appeared")
+                    }
             entry["runs"].append(e)
         out["suites"].append(entry)
     return out
@@ -333,10 +400,26 @@ def _kernel(runs: list[Run]) -> dict[str, Any]:
                 for lab, v in (_need(c, "variants", f"{where} case {i}") or {}).items():
                     for k in ("median", "min", "max", "n"):
                         _need(v, k, f"{where} case {i} variant {lab}")
-                cases.append({"params": str(_need(c, "params", f"{where} case {i}")), "bytes": c.get("bytes"), "variants": c["variants"],
-                              "vs_base": c.get("vs_base") or {}, "aa_ratio": c.get("aa_ratio")})  # fmt: skip
-            e.update(op=d.get("op"), params=d.get("params"), test_file=d.get("test_file"), rounds=d.get("rounds"), backend=d.get("backend"),
-                     peak_bw_gbs=d.get("peak_bw_gbs"), labels=list(d.get("labels") or []), noise_floor=d.get("noise_floor"), cases=cases)  # fmt: skip
+                cases.append(
+                    {
+                        "params": str(_need(c, "params", f"{where} case {i}")),
+                        "bytes": c.get("bytes"),
+                        "variants": c["variants"],
+                        "vs_base": c.get("vs_base") or {},
+                        "aa_ratio": c.get("aa_ratio"),
+                    }
+                )
+            e.update(
+                op=d.get("op"),
+                params=d.get("params"),
+                test_file=d.get("test_file"),
+                rounds=d.get("rounds"),
+                backend=d.get("backend"),
+                peak_bw_gbs=d.get("peak_bw_gbs"),
+                labels=list(d.get("labels") or []),
+                noise_floor=d.get("noise_floor"),
+                cases=cases,
+            )
         out["runs"].append(e)
     return out
 
@@ -350,7 +433,12 @@ def _kernel_path(runs: list[Run], order: list[str]) -> dict[str, Any]:
             cases = []
             for c in s.data["cases"]:
                 vs = c.get("variants") or {}
-                cases.append({"params": str(c.get("params")), "variants": {v: [dict(k) for k in vs[v]] for v in _order(vs, order)}})
+                cases.append(
+                    {
+                        "params": str(c.get("params")),
+                        "variants": {v: [dict(k) for k in vs[v]] for v in _order(vs, order)},
+                    }
+                )
             e.update(cases=cases, launch_count=s.data.get("launch_count"))
         out["runs"].append(e)
     return out
@@ -367,14 +455,54 @@ def _decode(runs: list[Run], order: list[str]) -> dict[str, Any]:
             for i, x in enumerate(d["rows"]):
                 for k in ("variant", "depth", "median", "ci_low", "ci_high", "samples_ts"):
                     _need(x, k, f"{where} row {i}")
-                rows.append({**{k: x.get(k) for k in ("variant", "depth", "type_k", "type_v", "n_gen", "samples_ts", "avg_ts",
-                                                     "stddev_ts", "median", "ci_low", "ci_high")},
-                             "log": r.log(x.get("log")), "logs": r.logs(x.get("logs") or ([x["log"]] if x.get("log") else []))})  # fmt: skip
+                rows.append(
+                    {
+                        **{
+                            k: x.get(k)
+                            for k in (
+                                "variant",
+                                "depth",
+                                "type_k",
+                                "type_v",
+                                "n_gen",
+                                "samples_ts",
+                                "avg_ts",
+                                "stddev_ts",
+                                "median",
+                                "ci_low",
+                                "ci_high",
+                            )
+                        },
+                        "log": r.log(x.get("log")),
+                        "logs": r.logs(x.get("logs") or ([x["log"]] if x.get("log") else [])),
+                    }
+                )
             rank = {v: i for i, v in enumerate(order)}
-            rows.sort(key=lambda x: (x["n_gen"] or 0, str(x["type_k"]), str(x["type_v"]), x["depth"], rank.get(x["variant"], len(rank)), str(x["variant"])))
-            vs = [{k: v.get(k) for k in ("variant", "depth", "ratio", "ci_low", "ci_high", "verdict", "type_k", "type_v", "n_gen")} for v in d.get("vs_base") or []]
-            e.update(model=d.get("model") or {}, model_path=d.get("model_path"), args=[str(a) for a in d.get("args") or []],
-                     rounds=d.get("rounds"), rows=rows, vs_base=vs)  # fmt: skip
+            rows.sort(
+                key=lambda x: (
+                    x["n_gen"] or 0,
+                    str(x["type_k"]),
+                    str(x["type_v"]),
+                    x["depth"],
+                    rank.get(x["variant"], len(rank)),
+                    str(x["variant"]),
+                )
+            )
+            vs = [
+                {
+                    k: v.get(k)
+                    for k in ("variant", "depth", "ratio", "ci_low", "ci_high", "verdict", "type_k", "type_v", "n_gen")
+                }
+                for v in d.get("vs_base") or []
+            ]
+            e.update(
+                model=d.get("model") or {},
+                model_path=d.get("model_path"),
+                args=[str(a) for a in d.get("args") or []],
+                rounds=d.get("rounds"),
+                rows=rows,
+                vs_base=vs,
+            )
         out["runs"].append(e)
     return out
 
@@ -387,12 +515,22 @@ def _numerics(runs: list[Run]) -> dict[str, Any]:
         if s is not None and s.data.get("pairs") is not None:
             pairs = []
             for p in s.data["pairs"]:
-                gens = [{**g, "log_a": r.log(g.get("log_a")), "log_b": r.log(g.get("log_b"))} for g in p.get("generations") or []]
+                gens = [
+                    {**g, "log_a": r.log(g.get("log_a")), "log_b": r.log(g.get("log_b"))}
+                    for g in p.get("generations") or []
+                ]
                 kld = dict(p["kld"]) if p.get("kld") else None
                 if kld and kld.get("log"):
                     kld["log"] = r.log(kld["log"])
-                pairs.append({"a": p.get("a"), "b": p.get("b"), "identical": p.get("identical"), "generations": gens, "kld": kld})
-            e.update(pairs=pairs, depths=s.data.get("depths"), prompts=s.data.get("prompts"), n_predict=s.data.get("n_predict"))
+                pairs.append(
+                    {"a": p.get("a"), "b": p.get("b"), "identical": p.get("identical"), "generations": gens, "kld": kld}
+                )
+            e.update(
+                pairs=pairs,
+                depths=s.data.get("depths"),
+                prompts=s.data.get("prompts"),
+                n_predict=s.data.get("n_predict"),
+            )
         out["runs"].append(e)
     return out
 
@@ -403,16 +541,31 @@ def evidence(bundles: list[Bundle], *, force: bool = False) -> dict[str, Any]:
     runs = open_runs(bundles)
     problems = merge_problems(runs)
     if problems and not force:
-        raise ReportError("cannot merge these runs: " + "; ".join(problems) + " (fingerprints make a comparison meaningless; --force merges anyway)")
+        raise ReportError(
+            "cannot merge these runs: "
+            + "; ".join(problems)
+            + " (fingerprints make a comparison meaningless; --force merges anyway)"
+        )
     order = _variant_order(runs)
     patches = patches_of(runs)
     ev: dict[str, Any] = {
-        "report_schema": REPORT_SCHEMA, "recipe": _prose_run(runs).data.get("recipe"), "variants": order,
-        "runs": [{"gpu": r.gpu, "run_id": r.run_id, "created": r.data.get("created"), "log_prefix": r.prefix} for r in runs],
-        "merge_problems": problems, "patches": patches, "prose": _prose(runs, patches),
-        "hardware": [_hardware(r) for r in runs], "builds": [_builds(r) for r in runs], "tests": _tests(runs, order),
-        "kernel": _kernel(runs), "kernel_path": _kernel_path(runs, order), "decode": _decode(runs, order), "numerics": _numerics(runs),
-    }  # fmt: skip
+        "report_schema": REPORT_SCHEMA,
+        "recipe": _prose_run(runs).data.get("recipe"),
+        "variants": order,
+        "runs": [
+            {"gpu": r.gpu, "run_id": r.run_id, "created": r.data.get("created"), "log_prefix": r.prefix} for r in runs
+        ],
+        "merge_problems": problems,
+        "patches": patches,
+        "prose": _prose(runs, patches),
+        "hardware": [_hardware(r) for r in runs],
+        "builds": [_builds(r) for r in runs],
+        "tests": _tests(runs, order),
+        "kernel": _kernel(runs),
+        "kernel_path": _kernel_path(runs, order),
+        "decode": _decode(runs, order),
+        "numerics": _numerics(runs),
+    }
     all_params = [c["params"] for e in ev["kernel"]["runs"] + ev["kernel_path"]["runs"] for c in e.get("cases") or []]
     short, common = short_params(list(dict.fromkeys(all_params)))
     for e in ev["kernel"]["runs"] + ev["kernel_path"]["runs"]:

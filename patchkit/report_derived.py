@@ -12,11 +12,18 @@ if TYPE_CHECKING:
 
 # CUDA compute capability families the ggml CUDA backend distinguishes (major, minors or None = any).
 CC_FAMILIES = (
-    ((5, None), "5.x (Maxwell)"), ((6, None), "6.x (Pascal)"), ((7, (0, 2)), "7.0/7.2 (Volta)"),
-    ((7, (5,)), "7.5 (Turing)"), ((8, (0,)), "8.0 (Ampere, A100)"), ((8, (6, 7)), "8.6/8.7 (Ampere, GA10x/Orin)"),
-    ((8, (9,)), "8.9 (Ada Lovelace)"), ((9, None), "9.0 (Hopper)"), ((10, None), "10.x (Blackwell, data centre)"),
-    ((11, None), "11.x (Blackwell, Thor)"), ((12, None), "12.x (Blackwell, GeForce/RTX PRO)"),
-)  # fmt: skip
+    ((5, None), "5.x (Maxwell)"),
+    ((6, None), "6.x (Pascal)"),
+    ((7, (0, 2)), "7.0/7.2 (Volta)"),
+    ((7, (5,)), "7.5 (Turing)"),
+    ((8, (0,)), "8.0 (Ampere, A100)"),
+    ((8, (6, 7)), "8.6/8.7 (Ampere, GA10x/Orin)"),
+    ((8, (9,)), "8.9 (Ada Lovelace)"),
+    ((9, None), "9.0 (Hopper)"),
+    ((10, None), "10.x (Blackwell, data centre)"),
+    ((11, None), "11.x (Blackwell, Thor)"),
+    ((12, None), "12.x (Blackwell, GeForce/RTX PRO)"),
+)
 
 
 def _throughput_verdict(r: stats.Ratio) -> str:
@@ -42,30 +49,75 @@ def attribution(runs: list[Run], patches: list[dict], kernel: dict, decode: dict
                     continue
                 stored = c["vs_base"].get(b) if a == "base" else None
                 if stored:
-                    rr, verdict, how = stats.Ratio(ratio=stored["ratio"], ci_low=stored["ci_low"], ci_high=stored["ci_high"]), stored["verdict"], "stored"
+                    rr, verdict, how = (
+                        stats.Ratio(ratio=stored["ratio"], ci_low=stored["ci_low"], ci_high=stored["ci_high"]),
+                        stored["verdict"],
+                        "stored",
+                    )
                 else:
                     rr = stats.ratio(va["samples_us"], vb["samples_us"])
                     verdict, how = stats.verdict(rr, ke.get("noise_floor") or 0.0), "computed"
-                out["rows"].append({"gpu": r.gpu, "patch": pid, "without": a, "with": b, "kind": "kernel", "what": c["params"],
-                                    "unit": "us", "value_without": va["median"], "value_with": vb["median"], **rr.to_dict(),
-                                    "verdict": verdict, "source": how})  # fmt: skip
+                out["rows"].append(
+                    {
+                        "gpu": r.gpu,
+                        "patch": pid,
+                        "without": a,
+                        "with": b,
+                        "kind": "kernel",
+                        "what": c["params"],
+                        "unit": "us",
+                        "value_without": va["median"],
+                        "value_with": vb["median"],
+                        **rr.to_dict(),
+                        "verdict": verdict,
+                        "source": how,
+                    }
+                )
             rows = {(x["variant"], x["depth"], x["type_k"], x["type_v"], x["n_gen"]): x for x in de.get("rows") or []}
             for (v, depth, tk, tv, ng), xb in rows.items():
                 xa = rows.get((a, depth, tk, tv, ng))
                 if v != b or xa is None:
                     continue
-                stored = next((s for s in de.get("vs_base") or [] if s["variant"] == b and s["depth"] == depth), None) if a == "base" else None
+                stored = (
+                    next((s for s in de.get("vs_base") or [] if s["variant"] == b and s["depth"] == depth), None)
+                    if a == "base"
+                    else None
+                )
                 if stored:
-                    rr, verdict, how = stats.Ratio(ratio=stored["ratio"], ci_low=stored["ci_low"], ci_high=stored["ci_high"]), stored["verdict"], "stored"
+                    rr, verdict, how = (
+                        stats.Ratio(ratio=stored["ratio"], ci_low=stored["ci_low"], ci_high=stored["ci_high"]),
+                        stored["verdict"],
+                        "stored",
+                    )
                 else:
                     rr = stats.ratio(xa["samples_ts"], xb["samples_ts"])
                     verdict, how = _throughput_verdict(rr), "computed"
-                out["rows"].append({"gpu": r.gpu, "patch": pid, "without": a, "with": b, "kind": "decode", "what": _test_name(xb),
-                                    "unit": "t/s", "value_without": xa["median"], "value_with": xb["median"], **rr.to_dict(),
-                                    "verdict": verdict, "source": how})  # fmt: skip
+                out["rows"].append(
+                    {
+                        "gpu": r.gpu,
+                        "patch": pid,
+                        "without": a,
+                        "with": b,
+                        "kind": "decode",
+                        "what": _test_name(xb),
+                        "unit": "t/s",
+                        "value_without": xa["median"],
+                        "value_with": xb["median"],
+                        **rr.to_dict(),
+                        "verdict": verdict,
+                        "source": how,
+                    }
+                )
             if len(out["rows"]) == n0:
-                out["missing"].append({"gpu": r.gpu, "patch": pid, "without": a, "with": b,
-                                       "reason": f"`{a}` and `{b}` were not both measured (bench:kernel, bench:decode)"})  # fmt: skip
+                out["missing"].append(
+                    {
+                        "gpu": r.gpu,
+                        "patch": pid,
+                        "without": a,
+                        "with": b,
+                        "reason": f"`{a}` and `{b}` were not both measured (bench:kernel, bench:decode)",
+                    }
+                )
     return out
 
 
@@ -93,16 +145,36 @@ def not_tested(runs: list[Run], ev: dict[str, Any], order: list[str]) -> list[st
         items.append("GPUs: no run had a GPU (CPU only); no CUDA kernel was run.")
     else:
         ccs = {_cc(cc) for _, cc in gpus}
-        missing = [lab for (maj, mins), lab in CC_FAMILIES if not any(c and c[0] == maj and (mins is None or c[1] in mins) for c in ccs)]
-        items.append("GPUs: measured only on " + ", ".join(f"{g} (cc {cc})" for g, cc in gpus) + "; not measured: cc " + ", ".join(missing) + ".")
+        missing = [
+            lab
+            for (maj, mins), lab in CC_FAMILIES
+            if not any(c and c[0] == maj and (mins is None or c[1] in mins) for c in ccs)
+        ]
+        items.append(
+            "GPUs: measured only on "
+            + ", ".join(f"{g} (cc {cc})" for g, cc in gpus)
+            + "; not measured: cc "
+            + ", ".join(missing)
+            + "."
+        )
     ran = {f"{c[0]}{c[1]}" for _, cc in gpus if (c := _cc(cc))}
-    checked = sorted({str(it["arch"]) for b in ev["builds"] for c in b["checks"] for it in c["items"] if it.get("ok")} - ran)
+    checked = sorted(
+        {str(it["arch"]) for b in ev["builds"] for c in b["checks"] for it in c["items"] if it.get("ok")} - ran
+    )
     if checked:
         items.append("Compile-checked only (built, not run) for arch: " + ", ".join(checked) + ".")
     if any(r.env.get("gpu") for r in runs):
         items.append("HIP and MUSA (which build the CUDA backend's sources): not built, not run.")
-    backends = sorted({str(b["name"]) for s in ev["tests"]["suites"] for e in s["runs"] for v in e.get("variants") or []
-                       for b in v["backends"] if b["status"] in ("ok", "fail")})
+    backends = sorted(
+        {
+            str(b["name"])
+            for s in ev["tests"]["suites"]
+            for e in s["runs"]
+            for v in e.get("variants") or []
+            for b in v["backends"]
+            if b["status"] in ("ok", "fail")
+        }
+    )
     if backends:
         items.append("test-backend-ops backends run: " + ", ".join(backends) + " only.")
     for s in ev["tests"]["suites"]:
@@ -110,20 +182,32 @@ def not_tested(runs: list[Run], ev: dict[str, Any], order: list[str]) -> list[st
             for v in e.get("variants") or []:
                 for b in v["backends"]:
                     if b["status"] in ("skipped", "not_run"):
-                        items.append(f"test:{s['suite']} on {e['gpu']}, {v['variant']}: backend {b['name']} {b['status'].replace('_', ' ')}.")
-    steps = [("build:*", [b for b in ev["builds"]]), ("test:*", ev["tests"].get("runs") or []), ("bench:kernel", ev["kernel"]["runs"]),
-             ("kernel-path", ev["kernel_path"]["runs"]), ("bench:decode", ev["decode"]["runs"]), ("numerics", ev["numerics"]["runs"])]  # fmt: skip
+                        items.append(
+                            f"test:{s['suite']} on {e['gpu']}, {v['variant']}: backend {b['name']} {b['status'].replace('_', ' ')}."
+                        )
+    steps = [
+        ("build:*", list(ev["builds"])),
+        ("test:*", ev["tests"].get("runs") or []),
+        ("bench:kernel", ev["kernel"]["runs"]),
+        ("kernel-path", ev["kernel_path"]["runs"]),
+        ("bench:decode", ev["decode"]["runs"]),
+        ("numerics", ev["numerics"]["runs"]),
+    ]
     for name, es in steps:
         for e in es:
             if e.get("status") in ("absent", "not_run"):
                 items.append(f"`{name}` on {e['gpu']}: not run: {e['reason']}")
-            elif e.get("status") == "error" and not any(k in e for k in ("cases", "rows", "pairs")) and name != "build:*":
+            elif (
+                e.get("status") == "error" and not any(k in e for k in ("cases", "rows", "pairs")) and name != "build:*"
+            ):
                 items.append(f"`{name}` on {e['gpu']}: nothing measured (error: {e['reason']})")
     for r, ke, pe, de in zip(runs, ev["kernel"]["runs"], ev["kernel_path"]["runs"], ev["decode"]["runs"]):
         known = [v for v in order if v in r.variant_names]
-        for name, got in (("bench:kernel", {lab for c in ke.get("cases") or [] for lab in c["variants"]}),
-                          ("kernel-path", {v for c in pe.get("cases") or [] for v in c["variants"]}),
-                          ("bench:decode", {x["variant"] for x in de.get("rows") or []})):  # fmt: skip
+        for name, got in (
+            ("bench:kernel", {lab for c in ke.get("cases") or [] for lab in c["variants"]}),
+            ("kernel-path", {v for c in pe.get("cases") or [] for v in c["variants"]}),
+            ("bench:decode", {x["variant"] for x in de.get("rows") or []}),
+        ):
             lack = [v for v in known if v not in got]
             if got and lack:
                 items.append(f"`{name}` on {r.gpu}: variants not measured: {', '.join(lack)}.")
@@ -139,7 +223,10 @@ def not_tested(runs: list[Run], ev: dict[str, Any], order: list[str]) -> list[st
     for e in ev["numerics"]["runs"]:
         for p in e.get("pairs") or []:
             if not p.get("kld") or "mean" not in p["kld"]:
-                items.append(f"Numerics on {e['gpu']}, {p['a']} vs {p['b']}: KL divergence not measured" + (f" ({p['kld']['error']})." if p.get("kld") and p["kld"].get("error") else "."))
+                items.append(
+                    f"Numerics on {e['gpu']}, {p['a']} vs {p['b']}: KL divergence not measured"
+                    + (f" ({p['kld']['error']})." if p.get("kld") and p["kld"].get("error") else ".")
+                )
     n_pr = len([p for p in ev["patches"] if not p["local"]])
     if n_pr > 1 and not any(v.startswith("-") for v in order):
         items.append("Leave-one-out variants (each PR patch left out): not built.")

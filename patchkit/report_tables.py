@@ -111,16 +111,44 @@ HW_FIELDS: list[tuple[str, Callable[[dict], Any]]] = [
     ("L2 cache", lambda e: _unit(_get(e, "gpu", "l2_mb"), "MB")),
     ("memory", lambda e: _unit(_get(e, "gpu", "mem_total_mb"), "MB")),
     ("peak DRAM bandwidth", lambda e: _unit(_get(e, "gpu", "peak_bw_gbs"), "GB/s")),
-    ("memory clock / bus", lambda e: f"{_get(e, 'gpu', 'mem_clock_mhz')} MHz / {_get(e, 'gpu', 'bus_width_bits')} bit" if _get(e, "gpu", "mem_clock_mhz") else None),
+    (
+        "memory clock / bus",
+        lambda e: (
+            f"{_get(e, 'gpu', 'mem_clock_mhz')} MHz / {_get(e, 'gpu', 'bus_width_bits')} bit"
+            if _get(e, "gpu", "mem_clock_mhz")
+            else None
+        ),
+    ),
     ("SM clock max", lambda e: _unit(_get(e, "gpu", "sm_clock_max_mhz"), "MHz")),
     ("driver", lambda e: _get(e, "gpu", "driver") or _get(e, "gpu", "driver_api")),
     ("CUDA", lambda e: " / ".join(f"{k} {v}" for k, v in sorted((_get(e, "cuda") or {}).items()) if v) or None),
-    ("C / C++ compiler", lambda e: " / ".join(str(v) for v in ((_get(e, "compiler") or {}).get("c"), (_get(e, "compiler") or {}).get("cxx")) if v) or None),
+    (
+        "C / C++ compiler",
+        lambda e: (
+            " / ".join(
+                str(v) for v in ((_get(e, "compiler") or {}).get("c"), (_get(e, "compiler") or {}).get("cxx")) if v
+            )
+            or None
+        ),
+    ),
     ("CMake", lambda e: _get(e, "cmake")),
     ("Ninja", lambda e: _get(e, "ninja")),
-    ("OS", lambda e: " ".join(str(e["os"][k]) for k in ("system", "release", "machine") if e["os"].get(k)) if isinstance(e.get("os"), dict) else e.get("os")),
-    ("CPU", lambda e: ", ".join(x for x in (_get(e, "cpu", "model"), _unit(_get(e, "cpu", "cores"), "cores")) if x) or None),
-    ("CMake flags", lambda e: code(" ".join(str(f) for f in e.get("cmake_flags") or [])) if e.get("cmake_flags") else None),
+    (
+        "OS",
+        lambda e: (
+            " ".join(str(e["os"][k]) for k in ("system", "release", "machine") if e["os"].get(k))
+            if isinstance(e.get("os"), dict)
+            else e.get("os")
+        ),
+    ),
+    (
+        "CPU",
+        lambda e: ", ".join(x for x in (_get(e, "cpu", "model"), _unit(_get(e, "cpu", "cores"), "cores")) if x) or None,
+    ),
+    (
+        "CMake flags",
+        lambda e: code(" ".join(str(f) for f in e.get("cmake_flags") or [])) if e.get("cmake_flags") else None,
+    ),
 ]
 
 
@@ -151,7 +179,13 @@ def hardware(ev: dict[str, Any], multi: bool) -> list[dict[str, Any]]:
     rows.append(["run", *[code(h["run_id"]) for h in hw]])
     out = [table(["", *[h["gpu"] for h in hw]], rows)]
     missing = [h["gpu"] for h in hw if h["env_missing"]]
-    out.append(text("Raw logs: none (recorded in `env.json`" + (f"; no `env.json` for {', '.join(missing)}" if missing else "") + ")"))
+    out.append(
+        text(
+            "Raw logs: none (recorded in `env.json`"
+            + (f"; no `env.json` for {', '.join(missing)}" if missing else "")
+            + ")"
+        )
+    )
     bases = {_base_line(h["base"]) for h in hw}
     if len(bases) == 1:
         out.append(text("Base: " + bases.pop() + "."))
@@ -160,8 +194,16 @@ def hardware(ev: dict[str, Any], multi: bool) -> list[dict[str, Any]]:
     if ev["merge_problems"]:
         out.append(text("Merged with `--force` although: " + "; ".join(ev["merge_problems"]) + "."))
     if ev["patches"]:
-        rows = [[code(p["id"]), p["subject"], code(p["file"]), code(p["sha256"][:12]) if p["sha256"] else DASH,
-                 "local test-only" if p["local"] else "yes"] for p in ev["patches"]]  # fmt: skip
+        rows = [
+            [
+                code(p["id"]),
+                p["subject"],
+                code(p["file"]),
+                code(p["sha256"][:12]) if p["sha256"] else DASH,
+                "local test-only" if p["local"] else "yes",
+            ]
+            for p in ev["patches"]
+        ]
         out.append(table(["patch", "subject", "file", "sha256", "in this PR"], rows))
         out.append(text("Raw logs: none (sha256s recorded in `results.json`)"))
     return out
@@ -180,14 +222,30 @@ def builds(ev: dict[str, Any], multi: bool) -> list[dict[str, Any]]:
         for c in b["configs"]:
             logs += c["logs"]
             if c["status"] != "ok":
-                notes.append((f"{b['gpu']}: " if multi else "") + f"`build:{c['config']}`: " + state_label(c["status"], c["reason"]))
+                notes.append(
+                    (f"{b['gpu']}: " if multi else "")
+                    + f"`build:{c['config']}`: "
+                    + state_label(c["status"], c["reason"])
+                )
             if c["cmake_args"]:
-                notes.append((f"{b['gpu']}: " if multi else "") + f"CMake arguments (`{c['config']}`): " + code(" ".join(str(a) for a in c["cmake_args"])))
+                notes.append(
+                    (f"{b['gpu']}: " if multi else "")
+                    + f"CMake arguments (`{c['config']}`): "
+                    + code(" ".join(str(a) for a in c["cmake_args"]))
+                )
             for v in c["variants"]:
                 logs.append(v["log"])
                 reused = DASH if v["reused"] is None else ("yes" if v["reused"] else "no")
-                rows.append([*_gpu_col(multi, b["gpu"]), c["config"], code(v["variant"]), num(v["seconds"], "seconds"), reused,
-                             code(str(v["head"] or "")[:12]) if v["head"] else DASH])  # fmt: skip
+                rows.append(
+                    [
+                        *_gpu_col(multi, b["gpu"]),
+                        c["config"],
+                        code(v["variant"]),
+                        num(v["seconds"], "seconds"),
+                        reused,
+                        code(str(v["head"] or "")[:12]) if v["head"] else DASH,
+                    ]
+                )
     if rows:
         out.append(table([*_gpu_col(multi, "GPU"), "config", "variant", "build s", "reused", "head"], rows))
         out.append(logs_line(logs))
@@ -198,9 +256,13 @@ def builds(ev: dict[str, Any], multi: bool) -> list[dict[str, Any]]:
             logs += c["logs"]
             for it in c["items"]:
                 res = "ok" if it["ok"] else "FAIL" + (f": {it['error']}" if it.get("error") else "")
-                rows.append([*_gpu_col(multi, b["gpu"]), c["config"], code(it["variant"]), it["arch"], code(it["source"]), res])
+                rows.append(
+                    [*_gpu_col(multi, b["gpu"]), c["config"], code(it["variant"]), it["arch"], code(it["source"]), res]
+                )
             if not c["items"]:
-                rows.append([*_gpu_col(multi, b["gpu"]), c["config"], DASH, DASH, DASH, state_label(c["status"], c["reason"])])
+                rows.append(
+                    [*_gpu_col(multi, b["gpu"]), c["config"], DASH, DASH, DASH, state_label(c["status"], c["reason"])]
+                )
     if rows:
         out.append(heading("Compile checks"))
         out.append(table([*_gpu_col(multi, "GPU"), "config", "variant", "arch", "source", "result"], rows))
@@ -227,7 +289,13 @@ def _passed(b: dict[str, Any]) -> str:
 
 
 def _backend_result(b: dict[str, Any]) -> str:
-    return {"ok": "ok", "fail": "FAIL", "skipped": "skipped", "not_run": "not run (0 cases)", "incomplete": "incomplete"}.get(str(b["status"]), str(b["status"]))
+    return {
+        "ok": "ok",
+        "fail": "FAIL",
+        "skipped": "skipped",
+        "not_run": "not run (0 cases)",
+        "incomplete": "incomplete",
+    }.get(str(b["status"]), str(b["status"]))
 
 
 def tests(ev: dict[str, Any], multi: bool) -> list[dict[str, Any]]:
@@ -244,7 +312,12 @@ def tests(ev: dict[str, Any], multi: bool) -> list[dict[str, Any]]:
             if "variants" not in e:
                 notes.append(pre + state_label(e["status"], e["reason"]))
                 continue
-            notes.append(pre + f"arguments {code(' '.join(e['args']))}" + (f", backend {code(e['backend'])}" if e.get("backend") else "") + ".")
+            notes.append(
+                pre
+                + f"arguments {code(' '.join(e['args']))}"
+                + (f", backend {code(e['backend'])}" if e.get("backend") else "")
+                + "."
+            )
             if e["status"] in ("fail", "error"):
                 notes.append(pre + "step result: " + state_label(e["status"], e["reason"]))
             for v in e["variants"]:
@@ -252,18 +325,63 @@ def tests(ev: dict[str, Any], multi: bool) -> list[dict[str, Any]]:
                 ns = DASH if v["n_not_supported"] is None else str(v["n_not_supported"])
                 for b in v["backends"] or [None]:
                     if b is None:
-                        rows.append([*_gpu_col(multi, e["gpu"]), code(v["variant"]), _variant_result(v), DASH, DASH, DASH, ns, DASH])
+                        rows.append(
+                            [
+                                *_gpu_col(multi, e["gpu"]),
+                                code(v["variant"]),
+                                _variant_result(v),
+                                DASH,
+                                DASH,
+                                DASH,
+                                ns,
+                                DASH,
+                            ]
+                        )
                         continue
-                    ran = b["status"] not in ("skipped", "not_run")  # the variant's counts belong to the backend that ran
-                    rows.append([*_gpu_col(multi, e["gpu"]), code(v["variant"]), _variant_result(v), b["name"], _backend_result(b),
-                                 _passed(b), ns if ran else DASH, str(len(b["failing"])) if ran else DASH])  # fmt: skip
+                    ran = b["status"] not in (
+                        "skipped",
+                        "not_run",
+                    )  # the variant's counts belong to the backend that ran
+                    rows.append(
+                        [
+                            *_gpu_col(multi, e["gpu"]),
+                            code(v["variant"]),
+                            _variant_result(v),
+                            b["name"],
+                            _backend_result(b),
+                            _passed(b),
+                            ns if ran else DASH,
+                            str(len(b["failing"])) if ran else DASH,
+                        ]
+                    )
                     failing += [f"{pre}{code(v['variant'])} on {b['name']}: {code(f)}" for f in b["failing"]]
             for v, d in e["diff"].items():
-                parts = [f"{k.replace('_', ' ')} ({len(d[k])}): " + ", ".join(code(x) for x in d[k]) for k in ("new_failures", "fixed", "disappeared", "appeared") if d[k]]
-                diffs.append(f"{pre}{code(v)} vs `base`: " + ("; ".join(parts) if parts else "no new failures, no fixed, disappeared or appeared cases"))
+                parts = [
+                    f"{k.replace('_', ' ')} ({len(d[k])}): " + ", ".join(code(x) for x in d[k])
+                    for k in ("new_failures", "fixed", "disappeared", "appeared")
+                    if d[k]
+                ]
+                diffs.append(
+                    f"{pre}{code(v)} vs `base`: "
+                    + ("; ".join(parts) if parts else "no new failures, no fixed, disappeared or appeared cases")
+                )
         out += [text(n) for n in notes]
         if rows:
-            out.append(table([*_gpu_col(multi, "GPU"), "variant", "result", "backend", "backend result", "passed/total", "not supported", "failing"], rows))
+            out.append(
+                table(
+                    [
+                        *_gpu_col(multi, "GPU"),
+                        "variant",
+                        "result",
+                        "backend",
+                        "backend result",
+                        "passed/total",
+                        "not supported",
+                        "failing",
+                    ],
+                    rows,
+                )
+            )
             out.append(logs_line(logs))
         if failing:
             out += [text("Failing cases:"), bullets(failing)]
@@ -288,7 +406,9 @@ def _labels(runs: list[dict], key: str) -> list[str]:
 def kernel(ev: dict[str, Any], multi: bool) -> list[dict[str, Any]]:
     runs = ev["kernel"]["runs"]
     have = [e for e in runs if e.get("cases") is not None]
-    out: list[dict[str, Any]] = [] if len(have) == len(runs) else _not_run([e for e in runs if e.get("cases") is None], multi)
+    out: list[dict[str, Any]] = (
+        [] if len(have) == len(runs) else _not_run([e for e in runs if e.get("cases") is None], multi)
+    )
     if not have:
         return out
     labels = _labels(have, "labels")
@@ -317,20 +437,33 @@ def kernel(ev: dict[str, Any], multi: bool) -> list[dict[str, Any]]:
                 row.append(_ratio_cell(r, e.get("noise_floor")) if r else DASH)
             rows.append(row)
         n = sorted({v["n"] for c in e["cases"] for v in c["variants"].values()})
-        notes.append(pre + f"{code(e.get('op'))} on {code(e.get('backend'))}, {e.get('rounds')} interleaved rounds (samples per cell: {', '.join(str(x) for x in n)}).")
+        notes.append(
+            pre
+            + f"{code(e.get('op'))} on {code(e.get('backend'))}, {e.get('rounds')} interleaved rounds (samples per cell: {', '.join(str(x) for x in n)})."
+        )
         floor = e.get("noise_floor")
         if floor is not None and any(c.get("aa_ratio") is not None for c in e["cases"]):
-            notes.append(pre + f"A/A noise floor (`{base}` against its second copy): {num(100 * floor, 'pct')} %; a change inside it reads \"no measurable change\".")
+            notes.append(
+                pre
+                + f'A/A noise floor (`{base}` against its second copy): {num(100 * floor, "pct")} %; a change inside it reads "no measurable change".'
+            )
         else:
             notes.append(pre + "A/A noise floor: not measured (no A/A copy of base in this run).")
         if e["status"] in ("fail", "error"):
             notes.append(pre + "step result: " + state_label(e["status"], e["reason"]))
         if e.get("peak_bw_gbs"):
-            notes.append(pre + f"% of peak: bytes the op must move (K, V at their cache type, Q, mask, output) / median time / {e['peak_bw_gbs']} GB/s.")
+            notes.append(
+                pre
+                + f"% of peak: bytes the op must move (K, V at their cache type, Q, mask, output) / median time / {e['peak_bw_gbs']} GB/s."
+            )
     header = [*_gpu_col(multi, "GPU"), "case", *[f"{lab} µs" for lab in labels], *[f"{lab} / {base}" for lab in vs]]
     out.append(table(header, rows))
     out.append(logs_line(logs))
-    out.append(text(f"Times: median µs per op call [min–max]; ratio = time(variant) / time({base}), < 1 is faster, with its 95 % interval."))
+    out.append(
+        text(
+            f"Times: median µs per op call [min–max]; ratio = time(variant) / time({base}), < 1 is faster, with its 95 % interval."
+        )
+    )
     out += [text(n) for n in notes]
     if ev["kernel"].get("common_params"):
         out.append(text("Common parameters: " + code(ev["kernel"]["common_params"])))
@@ -365,26 +498,45 @@ def kernel_name(name: str) -> str:
 def kernel_path(ev: dict[str, Any], multi: bool) -> list[dict[str, Any]]:
     runs = ev["kernel_path"]["runs"]
     have = [e for e in runs if e.get("cases") is not None]
-    out: list[dict[str, Any]] = [] if len(have) == len(runs) else _not_run([e for e in runs if e.get("cases") is None], multi)
+    out: list[dict[str, Any]] = (
+        [] if len(have) == len(runs) else _not_run([e for e in runs if e.get("cases") is None], multi)
+    )
     if not have:
         return out
     rows, logs = [], []
     for e in have:
         logs += e["logs"]
         if e["status"] in ("fail", "error"):
-            out.append(text((f"{e['gpu']}: " if multi else "") + "step result: " + state_label(e["status"], e["reason"])))
+            out.append(
+                text((f"{e['gpu']}: " if multi else "") + "step result: " + state_label(e["status"], e["reason"]))
+            )
         for c in e["cases"]:
             base = {k["name"] for k in c["variants"].get("base") or []}
             for v, ks in c["variants"].items():
                 names = {k["name"] for k in ks}
-                same = DASH if v == "base" or not base else ("same kernels as base" if names == base else "differs from base")
-                kern = "; ".join(f"{code(kernel_name(k['name']))} ×{k['count']}, {pct(100 * k['share'])}" for k in ks) or DASH
+                same = (
+                    DASH
+                    if v == "base" or not base
+                    else ("same kernels as base" if names == base else "differs from base")
+                )
+                kern = (
+                    "; ".join(f"{code(kernel_name(k['name']))} ×{k['count']}, {pct(100 * k['share'])}" for k in ks)
+                    or DASH
+                )
                 rows.append([*_gpu_col(multi, e["gpu"]), code(c["short"]), code(v), kern, same])
     if rows:
-        out.append(table([*_gpu_col(multi, "GPU"), "case", "variant", "kernels (launches, share of time)", "path"], rows))
+        out.append(
+            table([*_gpu_col(multi, "GPU"), "case", "variant", "kernels (launches, share of time)", "path"], rows)
+        )
     out.append(logs_line(logs))
     counts = sorted({str(e.get("launch_count")) for e in have if e.get("launch_count")})
-    out.append(text("Kernels named by Nsight Compute (`ncu`)" + (f", first {', '.join(counts)} launches per variant and case" if counts else "") + "; share = kernel time / all profiled kernel time."))
+    out.append(
+        text(
+            "Kernels named by Nsight Compute (`ncu`)"
+            + (f", first {', '.join(counts)} launches per variant and case" if counts else "")
+            + "; share = kernel time / all profiled kernel time."
+        )
+    )
     return out
 
 
@@ -394,8 +546,11 @@ def kernel_path(ev: dict[str, Any], multi: bool) -> list[dict[str, Any]]:
 
 def _model_line(e: dict[str, Any]) -> str:
     m = e.get("model") or {}
-    parts = [f"{k} {str(v)[:12] if k == 'sha256' else v}" for k, v in sorted(m.items())
-             if k != "path" and v not in (None, "", [], {}) and not isinstance(v, (dict, list))]
+    parts = [
+        f"{k} {str(v)[:12] if k == 'sha256' else v}"
+        for k, v in sorted(m.items())
+        if k != "path" and v not in (None, "", [], {}) and not isinstance(v, (dict, list))
+    ]
     s = ", ".join(parts) if parts else "not described"
     if e.get("model_path"):
         s += f" ({code(e['model_path'])})"
@@ -404,7 +559,11 @@ def _model_line(e: dict[str, Any]) -> str:
 
 def _vs(e: dict[str, Any], row: dict[str, Any], variant: str) -> dict[str, Any] | None:
     for v in e.get("vs_base") or []:
-        if v["variant"] == variant and v["depth"] == row["depth"] and all(v.get(k) in (None, row.get(k)) for k in ("type_k", "type_v", "n_gen")):
+        if (
+            v["variant"] == variant
+            and v["depth"] == row["depth"]
+            and all(v.get(k) in (None, row.get(k)) for k in ("type_k", "type_v", "n_gen"))
+        ):
             return v
     return None
 
@@ -412,7 +571,9 @@ def _vs(e: dict[str, Any], row: dict[str, Any], variant: str) -> dict[str, Any] 
 def decode(ev: dict[str, Any], multi: bool) -> list[dict[str, Any]]:
     runs = ev["decode"]["runs"]
     have = [e for e in runs if e.get("rows") is not None]
-    out: list[dict[str, Any]] = [] if len(have) == len(runs) else _not_run([e for e in runs if e.get("rows") is None], multi)
+    out: list[dict[str, Any]] = (
+        [] if len(have) == len(runs) else _not_run([e for e in runs if e.get("rows") is None], multi)
+    )
     if not have:
         return out
     variants = [v for v in ev["variants"] if any(x["variant"] == v for e in have for x in e["rows"])]
@@ -431,20 +592,44 @@ def decode(ev: dict[str, Any], multi: bool) -> list[dict[str, Any]]:
             row = [*_gpu_col(multi, e["gpu"]), _test_name(any_row), f"{tk}/{tv}"]
             for v in variants:
                 x = by.get(v)
-                row.append(f"{num(x['median'], 'ts')} {interval(x['ci_low'], x['ci_high'], 'ts')} n={len(x['samples_ts'])}" if x else DASH)
+                row.append(
+                    f"{num(x['median'], 'ts')} {interval(x['ci_low'], x['ci_high'], 'ts')} n={len(x['samples_ts'])}"
+                    if x
+                    else DASH
+                )
             for v in others:
                 r = _vs(e, any_row, v) if v in by else None
-                row.append(f"{num(r['ratio'], 'ratio')} {interval(r['ci_low'], r['ci_high'], 'ratio')} {r['verdict']}" if r else DASH)
+                row.append(
+                    f"{num(r['ratio'], 'ratio')} {interval(r['ci_low'], r['ci_high'], 'ratio')} {r['verdict']}"
+                    if r
+                    else DASH
+                )
             rows.append(row)
         notes.append(pre + "Model: " + _model_line(e) + ".")
         if e.get("args"):
-            notes.append(pre + "llama-bench arguments: " + code(" ".join(e["args"])) + (f"; {e['rounds']} interleaved round(s)" if e.get("rounds") else "") + ".")
+            notes.append(
+                pre
+                + "llama-bench arguments: "
+                + code(" ".join(e["args"]))
+                + (f"; {e['rounds']} interleaved round(s)" if e.get("rounds") else "")
+                + "."
+            )
         if e["status"] in ("fail", "error"):
             notes.append(pre + "step result: " + state_label(e["status"], e["reason"]))
-    header = [*_gpu_col(multi, "GPU"), "test", "K/V cache", *[f"t/s {v}" for v in variants], *[f"speedup {v}" for v in others]]
+    header = [
+        *_gpu_col(multi, "GPU"),
+        "test",
+        "K/V cache",
+        *[f"t/s {v}" for v in variants],
+        *[f"speedup {v}" for v in others],
+    ]
     out.append(table(header, rows))
     out.append(logs_line(logs))
-    out.append(text(f"t/s: median of the samples [95 % interval], n = samples; speedup = t/s(variant) / t/s({base}), > 1 is faster, with its 95 % interval."))
+    out.append(
+        text(
+            f"t/s: median of the samples [95 % interval], n = samples; speedup = t/s(variant) / t/s({base}), > 1 is faster, with its 95 % interval."
+        )
+    )
     out += [text(n) for n in notes]
     if ev.get("plot"):
         out.append(text(f"![decode t/s by depth]({ev['plot']})"))
@@ -466,7 +651,9 @@ def _yes_no(x: Any) -> str:
 def numerics(ev: dict[str, Any], multi: bool) -> list[dict[str, Any]]:
     runs = ev["numerics"]["runs"]
     have = [e for e in runs if e.get("pairs") is not None]
-    out: list[dict[str, Any]] = [] if len(have) == len(runs) else _not_run([e for e in runs if e.get("pairs") is None], multi)
+    out: list[dict[str, Any]] = (
+        [] if len(have) == len(runs) else _not_run([e for e in runs if e.get("pairs") is None], multi)
+    )
     if not have:
         return out
     gen_rows, kld_rows, logs, kld_logs, summary = [], [], [], [], []
@@ -485,25 +672,69 @@ def numerics(ev: dict[str, Any], multi: bool) -> list[dict[str, Any]]:
             summary.append(s)
             for g in gens:
                 logs += [g.get("log_a"), g.get("log_b")]
-                ident = _yes_no(g.get("identical")) if g.get("identical") is not None else "not compared" + (f": {g['error']}" if g.get("error") else "")
-                gen_rows.append([*_gpu_col(multi, e["gpu"]), pair, str(g.get("depth")), str(g.get("prompt")), ident,
-                                 DASH if g.get("first_diff_char") is None else str(g["first_diff_char"]),
-                                 DASH if g.get("first_diff_token") is None else str(g["first_diff_token"]),
-                                 code(str(g.get("sha256_a"))[:12]) if g.get("sha256_a") else DASH,
-                                 code(str(g.get("sha256_b"))[:12]) if g.get("sha256_b") else DASH])  # fmt: skip
+                ident = (
+                    _yes_no(g.get("identical"))
+                    if g.get("identical") is not None
+                    else "not compared" + (f": {g['error']}" if g.get("error") else "")
+                )
+                gen_rows.append(
+                    [
+                        *_gpu_col(multi, e["gpu"]),
+                        pair,
+                        str(g.get("depth")),
+                        str(g.get("prompt")),
+                        ident,
+                        DASH if g.get("first_diff_char") is None else str(g["first_diff_char"]),
+                        DASH if g.get("first_diff_token") is None else str(g["first_diff_token"]),
+                        code(str(g.get("sha256_a"))[:12]) if g.get("sha256_a") else DASH,
+                        code(str(g.get("sha256_b"))[:12]) if g.get("sha256_b") else DASH,
+                    ]
+                )
             k = p.get("kld")
             if k:
                 kld_logs.append(k.get("log"))
                 if "mean" in k:
-                    kld_rows.append([*_gpu_col(multi, e["gpu"]), pair, num(k.get("mean"), "kld"), num(k.get("p99"), "kld"), num(k.get("max"), "kld"),
-                                     DASH if k.get("same_top_p") is None else num(k["same_top_p"], "pct")])  # fmt: skip
+                    kld_rows.append(
+                        [
+                            *_gpu_col(multi, e["gpu"]),
+                            pair,
+                            num(k.get("mean"), "kld"),
+                            num(k.get("p99"), "kld"),
+                            num(k.get("max"), "kld"),
+                            DASH if k.get("same_top_p") is None else num(k["same_top_p"], "pct"),
+                        ]
+                    )
                 else:
-                    kld_rows.append([*_gpu_col(multi, e["gpu"]), pair, "not measured" + (f": {k['error']}" if k.get("error") else ""), DASH, DASH, DASH])
+                    kld_rows.append(
+                        [
+                            *_gpu_col(multi, e["gpu"]),
+                            pair,
+                            "not measured" + (f": {k['error']}" if k.get("error") else ""),
+                            DASH,
+                            DASH,
+                            DASH,
+                        ]
+                    )
             else:
                 kld_rows.append([*_gpu_col(multi, e["gpu"]), pair, "not measured", DASH, DASH, DASH])
     out += [bullets(summary)] if summary else []
     if gen_rows:
-        out.append(table([*_gpu_col(multi, "GPU"), "pair", "depth", "prompt", "identical", "first diff (char)", "first diff (token)", "sha256 a", "sha256 b"], gen_rows))
+        out.append(
+            table(
+                [
+                    *_gpu_col(multi, "GPU"),
+                    "pair",
+                    "depth",
+                    "prompt",
+                    "identical",
+                    "first diff (char)",
+                    "first diff (token)",
+                    "sha256 a",
+                    "sha256 b",
+                ],
+                gen_rows,
+            )
+        )
         out.append(logs_line(logs))
     if kld_rows:
         out.append(table([*_gpu_col(multi, "GPU"), "pair", "mean KLD", "99 % KLD", "max KLD", "same top p"], kld_rows))
@@ -523,15 +754,29 @@ def attribution(ev: dict[str, Any], multi: bool) -> list[dict[str, Any]]:
     rows = []
     for r in a["rows"]:
         kind = "us" if r["unit"] == "us" else "ts"
-        what = (f"kernel {code(_short(ev, r['what']))}" if r["kind"] == "kernel" else f"decode {r['what']}")
-        rows.append([*_gpu_col(multi, r["gpu"]), code(r["patch"]), f"{code(r['without'])} → {code(r['with'])}", what,
-                     f"{num(r['value_without'], kind)} → {num(r['value_with'], kind)} {'µs' if kind == 'us' else 't/s'}",
-                     f"{num(r['ratio'], 'ratio')} {interval(r['ci_low'], r['ci_high'], 'ratio')}", r["verdict"]])  # fmt: skip
+        what = f"kernel {code(_short(ev, r['what']))}" if r["kind"] == "kernel" else f"decode {r['what']}"
+        rows.append(
+            [
+                *_gpu_col(multi, r["gpu"]),
+                code(r["patch"]),
+                f"{code(r['without'])} → {code(r['with'])}",
+                what,
+                f"{num(r['value_without'], kind)} → {num(r['value_with'], kind)} {'µs' if kind == 'us' else 't/s'}",
+                f"{num(r['ratio'], 'ratio')} {interval(r['ci_low'], r['ci_high'], 'ratio')}",
+                r["verdict"],
+            ]
+        )
     if rows:
-        out.append(table([*_gpu_col(multi, "GPU"), "patch", "compared", "measurement", "median", "ratio", "verdict"], rows))
+        out.append(
+            table([*_gpu_col(multi, "GPU"), "patch", "compared", "measurement", "median", "ratio", "verdict"], rows)
+        )
         out.append(text("Raw logs: those of `bench:kernel` and `bench:decode` above"))
-        out.append(text("Kernel ratio = time(with) / time(without), < 1 is faster; decode ratio = t/s(with) / t/s(without), > 1 is faster. "
-                        "Against base: the stored ratios; between two prefixes: computed from the stored samples (bootstrap 95 % interval of the ratio of medians)."))  # fmt: skip
+        out.append(
+            text(
+                "Kernel ratio = time(with) / time(without), < 1 is faster; decode ratio = t/s(with) / t/s(without), > 1 is faster. "
+                "Against base: the stored ratios; between two prefixes: computed from the stored samples (bootstrap 95 % interval of the ratio of medians)."
+            )
+        )
     for m in a["missing"]:
         out.append(text((f"{m['gpu']}: " if multi else "") + f"{code(m['patch'])}: not run: {m['reason']}"))
     return out
@@ -557,24 +802,42 @@ def additional(ev: dict[str, Any]) -> dict[str, Any]:
             s += "; upstream PR: " + (p["upstream_pr"] or DASH)
         return s
 
-    return {"pr": [item(p) for p in ev["patches"] if not p["local"]], "local": [item(p) for p in ev["patches"] if p["local"]]}
+    return {
+        "pr": [item(p) for p in ev["patches"] if not p["local"]],
+        "local": [item(p) for p in ev["patches"] if p["local"]],
+    }
 
 
 def render_markdown(ev: dict[str, Any]) -> str:
     multi = len(ev["runs"]) > 1
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined, autoescape=False,
-        keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
-    )  # fmt: skip
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     sections = {
-        "hardware": hardware(ev, multi), "builds": builds(ev, multi), "tests": tests(ev, multi), "kernel": kernel(ev, multi),
-        "kernel_path": kernel_path(ev, multi), "decode": decode(ev, multi), "numerics": numerics(ev, multi),
+        "hardware": hardware(ev, multi),
+        "builds": builds(ev, multi),
+        "tests": tests(ev, multi),
+        "kernel": kernel(ev, multi),
+        "kernel_path": kernel_path(ev, multi),
+        "decode": decode(ev, multi),
+        "numerics": numerics(ev, multi),
         "attribution": attribution(ev, multi),
         "not_tested": [bullets(ev["not_tested"])] if ev["not_tested"] else [text("nothing recorded as missing")],
-    }  # fmt: skip
+    }
     p = ev["prose"]
     return env.get_template("pr.md.j2").render(
-        title=p["title"] or NOT_PROVIDED, overview=p["overview"] or NOT_PROVIDED, ai_disclosure=p["ai_disclosure"] or NOT_PROVIDED,
-        notes=p["notes"], patches=additional(ev), s=sections, missing_logs=[code(m) for m in ev["missing_logs"]],
-        gpus=[r["gpu"] for r in ev["runs"]], multi=multi,
-    )  # fmt: skip
+        title=p["title"] or NOT_PROVIDED,
+        overview=p["overview"] or NOT_PROVIDED,
+        ai_disclosure=p["ai_disclosure"] or NOT_PROVIDED,
+        notes=p["notes"],
+        patches=additional(ev),
+        s=sections,
+        missing_logs=[code(m) for m in ev["missing_logs"]],
+        gpus=[r["gpu"] for r in ev["runs"]],
+        multi=multi,
+    )

@@ -51,7 +51,7 @@ class Step:
         return d
 
     @classmethod
-    def load(cls, d: dict) -> "Step":
+    def load(cls, d: dict) -> Step:
         return cls(**{**d, "status": Status(d["status"])})
 
     @property
@@ -72,18 +72,25 @@ class Bundle:
     data: dict[str, Any]
 
     @classmethod
-    def create(cls, runs_dir: Path, *, recipe: str, run_id: str, meta: dict[str, Any]) -> "Bundle":
+    def create(cls, runs_dir: Path, *, recipe: str, run_id: str, meta: dict[str, Any]) -> Bundle:
         path = runs_dir / run_id
         if (path / "results.json").exists():
             raise ResultsError(f"{path}: run folder exists; resume it with --run {run_id}")
         (path / "raw").mkdir(parents=True, exist_ok=True)
-        data = {"schema": SCHEMA, "recipe": recipe, "run_id": run_id, "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), **meta, "steps": {}}
+        data = {
+            "schema": SCHEMA,
+            "recipe": recipe,
+            "run_id": run_id,
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            **meta,
+            "steps": {},
+        }
         b = cls(path=path, data=data)
         b.save()
         return b
 
     @classmethod
-    def open(cls, path: Path) -> "Bundle":
+    def open(cls, path: Path) -> Bundle:
         f = path / "results.json"
         if not f.is_file():
             raise ResultsError(f"{f}: no results.json (not a patchkit run folder)")
@@ -92,7 +99,9 @@ class Bundle:
         except ValueError as e:
             raise ResultsError(f"{f}: not valid JSON: {e}") from None
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-            raise ResultsError(f"{f}: unknown results schema {data.get('schema') if isinstance(data, dict) else None!r} (expected {SCHEMA})")
+            raise ResultsError(
+                f"{f}: unknown results schema {data.get('schema') if isinstance(data, dict) else None!r} (expected {SCHEMA})"
+            )
         return cls(path=path, data=data)
 
     def save(self) -> None:

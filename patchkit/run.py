@@ -39,7 +39,15 @@ def _failure(done: proc.Completed, timeout: float | None) -> str:
     return "" if done.returncode == 0 else f"exited with {done.returncode}"
 
 
-def _run_logged(bundle: Bundle, name: str, argv: list, *, timeout: float | None, env: dict | None = None, separate_stderr: bool = False) -> tuple[proc.Completed | None, str, Path]:
+def _run_logged(
+    bundle: Bundle,
+    name: str,
+    argv: list,
+    *,
+    timeout: float | None,
+    env: dict | None = None,
+    separate_stderr: bool = False,
+) -> tuple[proc.Completed | None, str, Path]:
     """Run a tool (or, when the bundle replays, read its recorded log); returns (completed or None,
     failure reason, log). A crash or timeout is a reason, not an exception."""
     log = bundle.raw_log(name)
@@ -79,7 +87,18 @@ def completed_from_log(log: Path) -> proc.Completed:
     return proc.Completed(argv=[lines[0][2:]], returncode=rc, seconds=float(m.group(2)), log=log, stdout=out)
 
 
-def _run_parsed(bundle: Bundle, name: str, argv: list, parser, errors: list[str], what: str, logs: list[str], *, timeout: float, separate_stderr: bool = False):
+def _run_parsed(
+    bundle: Bundle,
+    name: str,
+    argv: list,
+    parser,
+    errors: list[str],
+    what: str,
+    logs: list[str],
+    *,
+    timeout: float,
+    separate_stderr: bool = False,
+):
     """Run a tool and parse its output; a crash, timeout or unparsable output is added to `errors`
     (prefixed with `what`) and gives None, so the caller goes on with the next variant or round."""
     done, why, log = _run_logged(bundle, name, argv, timeout=timeout, separate_stderr=separate_stderr)
@@ -98,7 +117,16 @@ def _run_parsed(bundle: Bundle, name: str, argv: list, parser, errors: list[str]
 # test-backend-ops test
 
 
-def run_tests(bundle: Bundle, bins: list[Bins], *, suite: str, args: tuple[str, ...], backend: str, jobs: int = 0, timeout: float = 3600) -> Step:
+def run_tests(
+    bundle: Bundle,
+    bins: list[Bins],
+    *,
+    suite: str,
+    args: tuple[str, ...],
+    backend: str,
+    jobs: int = 0,
+    timeout: float = 3600,
+) -> Step:
     t0 = time.monotonic()
     per: dict[str, dict] = {}
     logs: list[str] = []
@@ -113,12 +141,22 @@ def run_tests(bundle: Bundle, bins: list[Bins], *, suite: str, args: tuple[str, 
         try:
             tr = parse.parse_test_console(done.stdout if done else "", str(log), partial=bool(why))
         except ParseError as e:
-            entry.update(status=Status.ERROR.value, reason=why or str(e), backends=[], n_ok=0, n_fail=0, n_not_supported=0)
+            entry.update(
+                status=Status.ERROR.value, reason=why or str(e), backends=[], n_ok=0, n_fail=0, n_not_supported=0
+            )
             per[b.variant] = entry
             continue
         backends = []
         for br in tr.backends:
-            backends.append({"name": br.name, "status": br.status, "tests_passed": br.tests_passed, "tests_total": br.tests_total, "failing": sorted({c.name for c in br.cases if c.status == "fail"} | set(br.failing_tests or []))})
+            backends.append(
+                {
+                    "name": br.name,
+                    "status": br.status,
+                    "tests_passed": br.tests_passed,
+                    "tests_total": br.tests_total,
+                    "failing": sorted({c.name for c in br.cases if c.status == "fail"} | set(br.failing_tests or [])),
+                }
+            )
         run_cases = [c for c in tr.cases if c.status in ("ok", "fail")]
         cases[b.variant] = {c.name: c.status for c in run_cases}
         if why:
@@ -130,11 +168,13 @@ def run_tests(bundle: Bundle, bins: list[Bins], *, suite: str, args: tuple[str, 
         else:
             status, reason = Status.FAIL, f"{sum(1 for c in run_cases if c.status == 'fail')} failing cases"
         entry.update(
-            status=status.value, reason=reason, backends=backends,
+            status=status.value,
+            reason=reason,
+            backends=backends,
             n_ok=sum(1 for c in tr.cases if c.status == "ok"),
             n_fail=sum(1 for c in tr.cases if c.status == "fail"),
             n_not_supported=sum(1 for c in tr.cases if c.status == "not_supported"),
-        )  # fmt: skip
+        )
         per[b.variant] = entry
     diff = {}
     ref = cases.get("base")
@@ -159,9 +199,13 @@ def run_tests(bundle: Bundle, bins: list[Bins], *, suite: str, args: tuple[str, 
         overall = Status.OK
     reason = "; ".join(f"{v}: {e['reason']}" for v, e in per.items() if e["reason"])
     return Step(
-        name=f"test:{suite}", status=overall, reason=reason, seconds=round(time.monotonic() - t0, 1), logs=logs,
+        name=f"test:{suite}",
+        status=overall,
+        reason=reason,
+        seconds=round(time.monotonic() - t0, 1),
+        logs=logs,
         data={"suite": suite, "args": list(args), "backend": backend, "variants": per, "diff": diff},
-    )  # fmt: skip
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -180,9 +224,17 @@ def _perf_argv(b: Bins, backend: str, op: str, params: str, test_file: str) -> l
 
 
 def run_kernel_bench(
-    bundle: Bundle, bins: list[Bins], *, backend: str, op: str, params: str, test_file: str = "", rounds: int = 3,
-    peak_bw_gbs: float | None = None, timeout: float = 1800,
-) -> Step:  # fmt: skip
+    bundle: Bundle,
+    bins: list[Bins],
+    *,
+    backend: str,
+    op: str,
+    params: str,
+    test_file: str = "",
+    rounds: int = 3,
+    peak_bw_gbs: float | None = None,
+    timeout: float = 1800,
+) -> Step:
     t0 = time.monotonic()
     if not bins:
         return Step(name="bench:kernel", status=Status.NOT_RUN, reason="no built variants")
@@ -194,15 +246,37 @@ def run_kernel_bench(
     for r in range(1, max(rounds, 1) + 1):
         order = labeled if r % 2 else [labeled[0], *reversed(labeled[1:])]
         for label, b in order:
-            recs = _run_parsed(bundle, f"perf-r{r}-{label.replace('#', '_aa')}", _perf_argv(b, backend, op, params, test_file), parse.parse_perf_sql,
-                               errors, f"{label} round {r}", logs, timeout=timeout, separate_stderr=True)  # fmt: skip
+            recs = _run_parsed(
+                bundle,
+                f"perf-r{r}-{label.replace('#', '_aa')}",
+                _perf_argv(b, backend, op, params, test_file),
+                parse.parse_perf_sql,
+                errors,
+                f"{label} round {r}",
+                logs,
+                timeout=timeout,
+                separate_stderr=True,
+            )
             for rec in recs or ():
                 if rec.supported is False:
                     continue
                 samples.setdefault(rec.op_params, {}).setdefault(label, []).append(rec.time_us)
     if not samples:
-        return Step(name="bench:kernel", status=Status.ERROR if errors else Status.NOT_RUN, reason="; ".join(errors) or f"no {op} case matched {params or test_file!r} on {backend}", logs=logs, seconds=round(time.monotonic() - t0, 1),
-                    data={"op": op, "params": params, "test_file": test_file, "rounds": rounds, "backend": backend, "peak_bw_gbs": peak_bw_gbs})
+        return Step(
+            name="bench:kernel",
+            status=Status.ERROR if errors else Status.NOT_RUN,
+            reason="; ".join(errors) or f"no {op} case matched {params or test_file!r} on {backend}",
+            logs=logs,
+            seconds=round(time.monotonic() - t0, 1),
+            data={
+                "op": op,
+                "params": params,
+                "test_file": test_file,
+                "rounds": rounds,
+                "backend": backend,
+                "peak_bw_gbs": peak_bw_gbs,
+            },
+        )
     cases = []
     aa = []
     base_label, aa_label = labeled[0][0], labeled[-1][0]
@@ -212,7 +286,12 @@ def run_kernel_bench(
         for label, xs in by_label.items():
             s = stats.summarize(xs)
             gbs = nbytes / (s.median * 1e-6) / 1e9 if nbytes else None
-            variants[label] = {"samples_us": xs, **s.to_dict(), "gbs": gbs, "pct_peak": (100 * gbs / peak_bw_gbs) if (gbs and peak_bw_gbs) else None}
+            variants[label] = {
+                "samples_us": xs,
+                **s.to_dict(),
+                "gbs": gbs,
+                "pct_peak": (100 * gbs / peak_bw_gbs) if (gbs and peak_bw_gbs) else None,
+            }
         aa_ratio = None
         if base_label in by_label and aa_label in by_label:
             aa_ratio = stats.ratio(by_label[base_label], by_label[aa_label]).ratio
@@ -228,11 +307,23 @@ def run_kernel_bench(
             rr = stats.ratio(ref, xs)
             c["vs_base"][label] = {**rr.to_dict(), "verdict": stats.verdict(rr, floor)}
     return Step(
-        name="bench:kernel", status=Status.ERROR if errors else Status.OK, reason="; ".join(errors),
-        seconds=round(time.monotonic() - t0, 1), logs=logs,
-        data={"op": op, "params": params, "test_file": test_file, "rounds": rounds, "backend": backend, "peak_bw_gbs": peak_bw_gbs,
-              "labels": [lab for lab, _ in labeled], "cases": cases, "noise_floor": floor},
-    )  # fmt: skip
+        name="bench:kernel",
+        status=Status.ERROR if errors else Status.OK,
+        reason="; ".join(errors),
+        seconds=round(time.monotonic() - t0, 1),
+        logs=logs,
+        data={
+            "op": op,
+            "params": params,
+            "test_file": test_file,
+            "rounds": rounds,
+            "backend": backend,
+            "peak_bw_gbs": peak_bw_gbs,
+            "labels": [lab for lab, _ in labeled],
+            "cases": cases,
+            "noise_floor": floor,
+        },
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -243,7 +334,16 @@ def exact_params_regex(params: str) -> str:
     return "^" + re.escape(params) + "$"
 
 
-def run_kernel_path(bundle: Bundle, bins: list[Bins], *, backend: str, op: str, cases: list[str], launch_count: int = 40, timeout: float = 600) -> Step:
+def run_kernel_path(
+    bundle: Bundle,
+    bins: list[Bins],
+    *,
+    backend: str,
+    op: str,
+    cases: list[str],
+    launch_count: int = 40,
+    timeout: float = 600,
+) -> Step:
     t0 = time.monotonic()
     try:
         if not bundle.replay:
@@ -256,17 +356,53 @@ def run_kernel_path(bundle: Bundle, bins: list[Bins], *, backend: str, op: str, 
         per: dict[str, list[dict]] = {}
         for b in bins:
             argv = [
-                "ncu", "--clock-control", "none", "--csv", "--print-units", "base", "--metrics", "gpu__time_duration.sum",
-                "--launch-count", str(launch_count),
-                b.exe("test-backend-ops"), "perf", "-b", backend, "-o", op, "-p", exact_params_regex(p),
-            ]  # fmt: skip
-            launches = _run_parsed(bundle, f"ncu-case{i}-{b.variant}", argv, parse.parse_ncu_csv, errors, f"{b.variant} case {i}", logs, timeout=timeout)
+                "ncu",
+                "--clock-control",
+                "none",
+                "--csv",
+                "--print-units",
+                "base",
+                "--metrics",
+                "gpu__time_duration.sum",
+                "--launch-count",
+                str(launch_count),
+                b.exe("test-backend-ops"),
+                "perf",
+                "-b",
+                backend,
+                "-o",
+                op,
+                "-p",
+                exact_params_regex(p),
+            ]
+            launches = _run_parsed(
+                bundle,
+                f"ncu-case{i}-{b.variant}",
+                argv,
+                parse.parse_ncu_csv,
+                errors,
+                f"{b.variant} case {i}",
+                logs,
+                timeout=timeout,
+            )
             if launches is None:
                 continue
-            per[b.variant] = [{"name": k.name, "count": k.count, "total_ns": k.total_ns, "share": k.share} for k in parse.summarize_kernels(launches)]
+            per[b.variant] = [
+                {"name": k.name, "count": k.count, "total_ns": k.total_ns, "share": k.share}
+                for k in parse.summarize_kernels(launches)
+            ]
         out_cases.append({"params": p, "variants": per})
-    status = Status.ERROR if errors and not any(c["variants"] for c in out_cases) else (Status.FAIL if errors else Status.OK)
-    return Step(name="kernel-path", status=status, reason="; ".join(errors), seconds=round(time.monotonic() - t0, 1), logs=logs, data={"cases": out_cases, "launch_count": launch_count})
+    status = (
+        Status.ERROR if errors and not any(c["variants"] for c in out_cases) else (Status.FAIL if errors else Status.OK)
+    )
+    return Step(
+        name="kernel-path",
+        status=status,
+        reason="; ".join(errors),
+        seconds=round(time.monotonic() - t0, 1),
+        logs=logs,
+        data={"cases": out_cases, "launch_count": launch_count},
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -274,12 +410,46 @@ def run_kernel_path(bundle: Bundle, bins: list[Bins], *, backend: str, op: str, 
 
 
 def run_decode(
-    bundle: Bundle, bins: list[Bins], *, model: Path, model_info: dict, depths: tuple[int, ...], type_k: str, type_v: str,
-    n_gen: int, repetitions: int, rounds: int = 1, threads: int = 0, ngl: int = 99, extra: tuple[str, ...] = (), timeout: float = 1800,
-) -> Step:  # fmt: skip
+    bundle: Bundle,
+    bins: list[Bins],
+    *,
+    model: Path,
+    model_info: dict,
+    depths: tuple[int, ...],
+    type_k: str,
+    type_v: str,
+    n_gen: int,
+    repetitions: int,
+    rounds: int = 1,
+    threads: int = 0,
+    ngl: int = 99,
+    extra: tuple[str, ...] = (),
+    timeout: float = 1800,
+) -> Step:
     t0 = time.monotonic()
-    args = ["-m", str(model), "-fa", "1", "-ctk", type_k, "-ctv", type_v, "-p", "0", "-n", str(n_gen),
-            "-d", ",".join(str(d) for d in depths), "-r", str(repetitions), "-ngl", str(ngl), "-o", "json", *extra]  # fmt: skip
+    args = [
+        "-m",
+        str(model),
+        "-fa",
+        "1",
+        "-ctk",
+        type_k,
+        "-ctv",
+        type_v,
+        "-p",
+        "0",
+        "-n",
+        str(n_gen),
+        "-d",
+        ",".join(str(d) for d in depths),
+        "-r",
+        str(repetitions),
+        "-ngl",
+        str(ngl),
+        "-o",
+        "json",
+        *extra,
+    ]
     if threads:
         args += ["-t", str(threads)]
     rows: dict[tuple[str, int], dict] = {}
@@ -287,20 +457,55 @@ def run_decode(
     for r in range(1, max(rounds, 1) + 1):
         order = bins if r % 2 else list(reversed(bins))
         for b in order:
-            recs = _run_parsed(bundle, f"decode-r{r}-{b.variant}", [b.exe("llama-bench"), *args], parse.parse_llama_bench_json,
-                               errors, f"{b.variant} round {r}", logs, timeout=timeout, separate_stderr=True)  # fmt: skip
+            recs = _run_parsed(
+                bundle,
+                f"decode-r{r}-{b.variant}",
+                [b.exe("llama-bench"), *args],
+                parse.parse_llama_bench_json,
+                errors,
+                f"{b.variant} round {r}",
+                logs,
+                timeout=timeout,
+                separate_stderr=True,
+            )
             for rec in recs or ():
-                row = rows.setdefault((b.variant, rec.n_depth), {"variant": b.variant, "depth": rec.n_depth, "type_k": rec.type_k, "type_v": rec.type_v, "n_gen": rec.n_gen, "samples_ts": [], "logs": []})
+                row = rows.setdefault(
+                    (b.variant, rec.n_depth),
+                    {
+                        "variant": b.variant,
+                        "depth": rec.n_depth,
+                        "type_k": rec.type_k,
+                        "type_v": rec.type_v,
+                        "n_gen": rec.n_gen,
+                        "samples_ts": [],
+                        "logs": [],
+                    },
+                )
                 row["samples_ts"].extend(rec.samples_ts)
                 row["logs"].append(logs[-1])
     if not rows:
-        return Step(name="bench:decode", status=Status.ERROR if errors else Status.NOT_RUN, reason="; ".join(errors) or "llama-bench produced no records", logs=logs, seconds=round(time.monotonic() - t0, 1))
+        return Step(
+            name="bench:decode",
+            status=Status.ERROR if errors else Status.NOT_RUN,
+            reason="; ".join(errors) or "llama-bench produced no records",
+            logs=logs,
+            seconds=round(time.monotonic() - t0, 1),
+        )
     out_rows = []
     for (v, d), row in sorted(rows.items(), key=lambda kv: (kv[0][1], [b.variant for b in bins].index(kv[0][0]))):
         s = stats.summarize(row["samples_ts"])
-        out_rows.append({**{k: row[k] for k in ("variant", "depth", "type_k", "type_v", "n_gen", "samples_ts")},
-                         "avg_ts": statistics.fmean(row["samples_ts"]), "stddev_ts": statistics.stdev(row["samples_ts"]) if len(row["samples_ts"]) > 1 else 0.0,
-                         "median": s.median, "ci_low": s.ci_low, "ci_high": s.ci_high, "log": row["logs"][0], "logs": row["logs"]})  # fmt: skip
+        out_rows.append(
+            {
+                **{k: row[k] for k in ("variant", "depth", "type_k", "type_v", "n_gen", "samples_ts")},
+                "avg_ts": statistics.fmean(row["samples_ts"]),
+                "stddev_ts": statistics.stdev(row["samples_ts"]) if len(row["samples_ts"]) > 1 else 0.0,
+                "median": s.median,
+                "ci_low": s.ci_low,
+                "ci_high": s.ci_high,
+                "log": row["logs"][0],
+                "logs": row["logs"],
+            }
+        )
     vs = []
     for (v, d), row in rows.items():
         ref = rows.get(("base", d))
@@ -309,9 +514,20 @@ def run_decode(
         rr = stats.ratio(ref["samples_ts"], row["samples_ts"])
         vs.append({"variant": v, "depth": d, **rr.to_dict(), "verdict": stats.verdict(rr, 0.0, higher_is_better=True)})
     return Step(
-        name="bench:decode", status=Status.ERROR if errors else Status.OK, reason="; ".join(errors), seconds=round(time.monotonic() - t0, 1), logs=logs,
-        data={"model": model_info, "model_path": str(model), "args": [str(a) for a in args], "rounds": rounds, "rows": out_rows, "vs_base": sorted(vs, key=lambda x: (x["depth"], x["variant"]))},
-    )  # fmt: skip
+        name="bench:decode",
+        status=Status.ERROR if errors else Status.OK,
+        reason="; ".join(errors),
+        seconds=round(time.monotonic() - t0, 1),
+        logs=logs,
+        data={
+            "model": model_info,
+            "model_path": str(model),
+            "args": [str(a) for a in args],
+            "rounds": rounds,
+            "rows": out_rows,
+            "vs_base": sorted(vs, key=lambda x: (x["depth"], x["variant"])),
+        },
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -340,22 +556,86 @@ _PROMPT_TOKENS = re.compile(r"prompt eval time =\s+[\d.]+ ms /\s+(\d+) tokens")
 ATTEMPTS = 3
 
 
-def _run_whole(bundle: Bundle, name: str, argv: list, finished, what: str, *, timeout: float, logs: list[str], separate_stderr: bool = False) -> tuple[proc.Completed | None, str, Path]:
+def _run_whole(
+    bundle: Bundle,
+    name: str,
+    argv: list,
+    finished,
+    what: str,
+    *,
+    timeout: float,
+    logs: list[str],
+    separate_stderr: bool = False,
+) -> tuple[proc.Completed | None, str, Path]:
     """_run_logged until `finished(log text)` (the tool's closing lines are in the log)."""
     for attempt in range(1, ATTEMPTS + 1):
-        done, why, log = _run_logged(bundle, name + (f"-try{attempt}" if attempt > 1 else ""), argv, timeout=timeout, separate_stderr=separate_stderr)
+        done, why, log = _run_logged(
+            bundle,
+            name + (f"-try{attempt}" if attempt > 1 else ""),
+            argv,
+            timeout=timeout,
+            separate_stderr=separate_stderr,
+        )
         logs.append(bundle.rel(log))
         if why or done is None or finished(log.read_text(errors="replace")):
             return done, why, log
-    return None, f"{Path(str(argv[0])).name}'s output was cut short in {ATTEMPTS} runs (no {what}; llama.cpp's logger is not flushed at exit)", log
+    return (
+        None,
+        f"{Path(str(argv[0])).name}'s output was cut short in {ATTEMPTS} runs (no {what}; llama.cpp's logger is not flushed at exit)",
+        log,
+    )
 
 
-def _generate(bundle: Bundle, b: Bins, model: Path, prompt_file: Path, n_predict: int, ctx: int, type_k: str, type_v: str, tag: str, timeout: float, logs: list[str]) -> tuple[str | None, str, str, int | None]:
+def _generate(
+    bundle: Bundle,
+    b: Bins,
+    model: Path,
+    prompt_file: Path,
+    n_predict: int,
+    ctx: int,
+    type_k: str,
+    type_v: str,
+    tag: str,
+    timeout: float,
+    logs: list[str],
+) -> tuple[str | None, str, str, int | None]:
     """One greedy generation; complete when its log holds the closing `common_perf_print:` lines."""
-    argv = [b.exe("llama-completion"), "-m", model, "-f", prompt_file, "-n", str(n_predict), "--temp", "0", "-s", "0",
-            "-c", str(ctx), "-fa", "on", "-ctk", type_k, "-ctv", type_v, "-no-cnv", "--no-display-prompt", "--ignore-eos", "-ngl", "99"]  # fmt: skip
-    done, why, log = _run_whole(bundle, f"gen-{tag}-{b.variant}", argv, parse.completion_finished, "closing common_perf_print lines",
-                                timeout=timeout, logs=logs, separate_stderr=True)  # fmt: skip
+    argv = [
+        b.exe("llama-completion"),
+        "-m",
+        model,
+        "-f",
+        prompt_file,
+        "-n",
+        str(n_predict),
+        "--temp",
+        "0",
+        "-s",
+        "0",
+        "-c",
+        str(ctx),
+        "-fa",
+        "on",
+        "-ctk",
+        type_k,
+        "-ctv",
+        type_v,
+        "-no-cnv",
+        "--no-display-prompt",
+        "--ignore-eos",
+        "-ngl",
+        "99",
+    ]
+    done, why, log = _run_whole(
+        bundle,
+        f"gen-{tag}-{b.variant}",
+        argv,
+        parse.completion_finished,
+        "closing common_perf_print lines",
+        timeout=timeout,
+        logs=logs,
+        separate_stderr=True,
+    )
     if why or done is None:
         return None, why, bundle.rel(log), None
     m = _PROMPT_TOKENS.search(log.read_text(errors="replace"))
@@ -392,9 +672,19 @@ def parse_kld(text: str, source: str) -> dict[str, float]:
 
 
 def run_numerics(
-    bundle: Bundle, bins: list[Bins], *, model: Path, prompts: tuple[str, ...], depths: tuple[int, ...], n_predict: int,
-    type_k: str, type_v: str, kl_ctx: int = 512, kl_chunks: int = 4, timeout: float = 900,
-) -> Step:  # fmt: skip
+    bundle: Bundle,
+    bins: list[Bins],
+    *,
+    model: Path,
+    prompts: tuple[str, ...],
+    depths: tuple[int, ...],
+    n_predict: int,
+    type_k: str,
+    type_v: str,
+    kl_ctx: int = 512,
+    kl_chunks: int = 4,
+    timeout: float = 900,
+) -> Step:
     t0 = time.monotonic()
     work = bundle.path / "numerics"
     work.mkdir(exist_ok=True)
@@ -407,7 +697,9 @@ def run_numerics(
             pf.write_text(text)
             ctx = len(text) + n_predict + 512
             for b in bins:
-                gens.setdefault(b.variant, {})[(d, pi)] = _generate(bundle, b, model, pf, n_predict, ctx, type_k, type_v, f"d{d}-p{pi}", timeout, logs)
+                gens.setdefault(b.variant, {})[(d, pi)] = _generate(
+                    bundle, b, model, pf, n_predict, ctx, type_k, type_v, f"d{d}-p{pi}", timeout, logs
+                )
     # KL divergence against base over a fixed text
     kl_text = work / "kl.txt"
     kl_text.write_text(long_prompt(kl_ctx * kl_chunks * 6, " ".join(prompts)))
@@ -415,17 +707,58 @@ def run_numerics(
     kld: dict[str, dict | None] = {}
     base = next((b for b in bins if b.variant == "base"), None)
     if base is not None:
-        common = ["-f", kl_text, "-c", str(kl_ctx), "--chunks", str(kl_chunks), "-fa", "on", "-ctk", type_k, "-ctv", type_v, "-ngl", "99"]
-        done, why, log = _run_whole(bundle, "kld-base", [base.exe("llama-perplexity"), "-m", model, *common, "--kl-divergence-base", base_logits],
-                                    lambda s: "Final estimate: PPL" in s, "'Final estimate' line", timeout=timeout, logs=logs)  # fmt: skip
+        common = [
+            "-f",
+            kl_text,
+            "-c",
+            str(kl_ctx),
+            "--chunks",
+            str(kl_chunks),
+            "-fa",
+            "on",
+            "-ctk",
+            type_k,
+            "-ctv",
+            type_v,
+            "-ngl",
+            "99",
+        ]
+        done, why, log = _run_whole(
+            bundle,
+            "kld-base",
+            [base.exe("llama-perplexity"), "-m", model, *common, "--kl-divergence-base", base_logits],
+            lambda s: "Final estimate: PPL" in s,
+            "'Final estimate' line",
+            timeout=timeout,
+            logs=logs,
+        )
         if not why:
             for b in bins:
                 if b is base:
                     continue
-                done, why2, log = _run_whole(bundle, f"kld-{b.variant}", [b.exe("llama-perplexity"), "-m", model, *common, "--kl-divergence-base", base_logits, "--kl-divergence"],
-                                             lambda s: "Same top p:" in s, "'Same top p' line", timeout=timeout, logs=logs)  # fmt: skip
+                done, why2, log = _run_whole(
+                    bundle,
+                    f"kld-{b.variant}",
+                    [
+                        b.exe("llama-perplexity"),
+                        "-m",
+                        model,
+                        *common,
+                        "--kl-divergence-base",
+                        base_logits,
+                        "--kl-divergence",
+                    ],
+                    lambda s: "Same top p:" in s,
+                    "'Same top p' line",
+                    timeout=timeout,
+                    logs=logs,
+                )
                 try:
-                    kld[b.variant] = {**parse_kld(done.stdout if done else "", str(log)), "log": bundle.rel(log)} if not why2 else {"error": why2, "log": bundle.rel(log)}
+                    kld[b.variant] = (
+                        {**parse_kld(done.stdout if done else "", str(log)), "log": bundle.rel(log)}
+                        if not why2
+                        else {"error": why2, "log": bundle.rel(log)}
+                    )
                 except ParseError as e:
                     kld[b.variant] = {"error": str(e), "log": bundle.rel(log)}
         base_logits.unlink(missing_ok=True)  # large, and derivable
@@ -438,15 +771,40 @@ def run_numerics(
             for (d, pi), (ta, why_a, la, ntok) in sorted(gens["base"].items()):
                 tb, why_b, lb, _ = gens[b.variant][(d, pi)]
                 if ta is None or tb is None:
-                    gl.append({"depth": d, "prompt": pi, "identical": None, "error": why_a or why_b, "log_a": la, "log_b": lb})
+                    gl.append(
+                        {"depth": d, "prompt": pi, "identical": None, "error": why_a or why_b, "log_a": la, "log_b": lb}
+                    )
                     continue
                 fd = _first_diff(ta, tb)
-                gl.append({"depth": d, "prompt_tokens": ntok, "prompt": pi, "identical": fd is None, "first_diff_char": fd,
-                           "sha256_a": hashlib.sha256(ta.encode()).hexdigest(), "sha256_b": hashlib.sha256(tb.encode()).hexdigest(), "log_a": la, "log_b": lb})  # fmt: skip
+                gl.append(
+                    {
+                        "depth": d,
+                        "prompt_tokens": ntok,
+                        "prompt": pi,
+                        "identical": fd is None,
+                        "first_diff_char": fd,
+                        "sha256_a": hashlib.sha256(ta.encode()).hexdigest(),
+                        "sha256_b": hashlib.sha256(tb.encode()).hexdigest(),
+                        "log_a": la,
+                        "log_b": lb,
+                    }
+                )
             ok = [g["identical"] for g in gl if g["identical"] is not None]
-            pairs.append({"a": base.variant, "b": b.variant, "identical": bool(ok) and all(ok), "generations": gl, "kld": kld.get(b.variant)})
+            pairs.append(
+                {
+                    "a": base.variant,
+                    "b": b.variant,
+                    "identical": bool(ok) and all(ok),
+                    "generations": gl,
+                    "kld": kld.get(b.variant),
+                }
+            )
     errors = [g.get("error") for p in pairs for g in p["generations"] if g.get("error")]
     return Step(
-        name="numerics", status=Status.ERROR if errors else Status.OK, reason="; ".join(sorted(set(errors))), seconds=round(time.monotonic() - t0, 1), logs=logs,
+        name="numerics",
+        status=Status.ERROR if errors else Status.OK,
+        reason="; ".join(sorted(set(errors))),
+        seconds=round(time.monotonic() - t0, 1),
+        logs=logs,
         data={"pairs": pairs, "depths": list(depths), "prompts": list(prompts), "n_predict": n_predict},
-    )  # fmt: skip
+    )

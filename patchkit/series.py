@@ -107,7 +107,9 @@ def parse_hunks(patch_text: str) -> list[Hunk]:
         if m and current:
             n += 1
             hunks.append(
-                Hunk(file=current, index=n, header=line.strip(), old_start=int(m.group(1)), old_len=int(m.group(2) or 1))
+                Hunk(
+                    file=current, index=n, header=line.strip(), old_start=int(m.group(1)), old_len=int(m.group(2) or 1)
+                )
             )
     return hunks
 
@@ -226,9 +228,13 @@ def am(wt: git.Repo, patch_file: Path, patch: Patch, variant: str) -> str:
         out = f"{e.stdout or ''}\n{e.stderr or ''}"
         wt.git.am("--abort", with_exceptions=False)
         # `am -3` may fail before it says where (no usable blob ids); `apply --check` always says
-        _, _, check_err = wt.git.execute(["git", "apply", "--check", "--verbose", str(patch_file)], with_extended_output=True, with_exceptions=False)
+        _, _, check_err = wt.git.execute(
+            ["git", "apply", "--check", "--verbose", str(patch_file)], with_extended_output=True, with_exceptions=False
+        )
         out = f"{check_err}\n{out}"
-        raise ApplyError(f"variant {variant}: patch {patch.file} does not apply: {describe_failure(patch_file, out)}") from None
+        raise ApplyError(
+            f"variant {variant}: patch {patch.file} does not apply: {describe_failure(patch_file, out)}"
+        ) from None
     return wt.git.rev_parse("HEAD")
 
 
@@ -267,7 +273,9 @@ def apply_variant(
             for p in (*recipe.local_patches, *variant.patches):
                 pf = recipe.patch_path(p)
                 commit = am(wt, pf, p, variant.name)
-                applied.append({"id": p.key, "file": p.file, "sha256": patch_sha256(pf), "commit": commit, "local": p.local})
+                applied.append(
+                    {"id": p.key, "file": p.file, "sha256": patch_sha256(pf), "commit": commit, "local": p.local}
+                )
         except ApplyError:
             wt.git.reset("--hard", base.commit)  # a failed variant is left clean at its base, with no state
             raise

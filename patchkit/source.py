@@ -109,7 +109,14 @@ def _fetch_git(base: Base, repo: git.Repo, key: str, ref: str, *, offline: bool)
             raise FetchError(f"git fetch {base.git.url} {sha}: {_git_msg(e)}") from None
     repo.git.update_ref(ref, sha)
     _mark_shallow(repo, sha)
-    return BaseInfo(key=key, ref=ref, commit=sha, route="git", upstream=base.upstream or f"{base.git.url}@{sha}", upstream_verified=True)
+    return BaseInfo(
+        key=key,
+        ref=ref,
+        commit=sha,
+        route="git",
+        upstream=base.upstream or f"{base.git.url}@{sha}",
+        upstream_verified=True,
+    )
 
 
 def _has_object(repo: git.Repo, rev: str) -> bool:
@@ -195,7 +202,10 @@ def download_sdist(sd: SdistBase, ws: Workspace, *, offline: bool = False) -> Pa
         with requests.get(url, stream=True, timeout=60) as r:
             r.raise_for_status()
             total = int(r.headers.get("content-length", 0)) or None
-            with open(part, "wb") as f, tqdm(total=total, unit="B", unit_scale=True, desc=dest.name, disable=None) as bar:
+            with (
+                open(part, "wb") as f,
+                tqdm(total=total, unit="B", unit_scale=True, desc=dest.name, disable=None) as bar,
+            ):
                 for chunk in r.iter_content(CHUNK):
                     f.write(chunk)
                     h.update(chunk)
@@ -303,7 +313,9 @@ def sdist_project(sd: SdistBase, ws: Workspace, *, offline: bool = False, archiv
             )
         got = sha256_file(path)
         if got != rec.get("sha256"):
-            raise FetchError(f"{path}: sha256 {got} is not the {rec.get('sha256')} recorded when it was cut from the sdist; delete it to cut it again")
+            raise FetchError(
+                f"{path}: sha256 {got} is not the {rec.get('sha256')} recorded when it was cut from the sdist; delete it to cut it again"
+            )
         return path
     if archive is None:
         try:
@@ -321,7 +333,13 @@ def sdist_project(sd: SdistBase, ws: Workspace, *, offline: bool = False, archiv
     except (tarfile.TarError, EOFError, OSError) as e:
         part.unlink(missing_ok=True)
         raise FetchError(f"{archive}: cannot cut the project archive: {e}") from None
-    rec = {"sdist": archive.name, "sdist_sha256": sd.sha256, "subdir": sd.subdir, "sha256": sha256_file(part), "members": len(members)}
+    rec = {
+        "sdist": archive.name,
+        "sdist_sha256": sd.sha256,
+        "subdir": sd.subdir,
+        "sha256": sha256_file(part),
+        "members": len(members),
+    }
     os.replace(part, path)
     write_json(record, rec)
     return path
@@ -376,7 +394,13 @@ def _fetch_sdist(base: Base, ws: Workspace, repo: git.Repo, key: str, ref: str, 
                 f"Folder: {subdir}\nsdist sha256: {sd.sha256}\n"
                 "The sdist's files are not verifiably the upstream commit's tree, so this is an import commit.\n"
             )
-            env = {**os.environ, **IMPORT_IDENT, "GIT_DIR": str(repo.git_dir), "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000"}
+            env = {
+                **os.environ,
+                **IMPORT_IDENT,
+                "GIT_DIR": str(repo.git_dir),
+                "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000",
+                "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000",
+            }
             commit = repo.git.execute(["git", "commit-tree", tree, "-m", msg], env=env)
     repo.git.update_ref(ref, commit)
     _mark_shallow(repo, commit)

@@ -37,7 +37,14 @@ def summarize(samples: list[float]) -> Summary:
     if a.size < 3 or np.all(a == a[0]):
         lo, hi = float(a.min()), float(a.max())
     else:
-        res = _st.bootstrap((a,), np.median, confidence_level=CONFIDENCE, n_resamples=2000, method="percentile", rng=np.random.default_rng(SEED))
+        res = _st.bootstrap(
+            (a,),
+            np.median,
+            confidence_level=CONFIDENCE,
+            n_resamples=2000,
+            method="percentile",
+            rng=np.random.default_rng(SEED),
+        )
         lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
     return Summary(n=int(a.size), median=med, min=float(a.min()), max=float(a.max()), ci_low=lo, ci_high=hi)
 
@@ -64,9 +71,15 @@ def ratio(ref: list[float], new: list[float]) -> Ratio:
         hi = float(b.max() / a.min())
     else:
         res = _st.bootstrap(
-            (a, b), _ratio_of_medians, confidence_level=CONFIDENCE, n_resamples=2000, method="percentile",
-            rng=np.random.default_rng(SEED), vectorized=True, paired=False,
-        )  # fmt: skip
+            (a, b),
+            _ratio_of_medians,
+            confidence_level=CONFIDENCE,
+            n_resamples=2000,
+            method="percentile",
+            rng=np.random.default_rng(SEED),
+            vectorized=True,
+            paired=False,
+        )
         lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
     return Ratio(ratio=r, ci_low=min(lo, r), ci_high=max(hi, r))
 
@@ -93,9 +106,15 @@ def verdict(r: Ratio, floor: float, *, higher_is_better: bool = False) -> str:
 
 # bytes per block, elements per block (ggml's type traits)
 TYPE_SIZE = {
-    "f32": (4, 1), "f16": (2, 1), "bf16": (2, 1),
-    "q4_0": (18, 32), "q4_1": (20, 32), "q5_0": (22, 32), "q5_1": (24, 32), "q8_0": (34, 32),
-}  # fmt: skip
+    "f32": (4, 1),
+    "f16": (2, 1),
+    "bf16": (2, 1),
+    "q4_0": (18, 32),
+    "q4_1": (20, 32),
+    "q5_0": (22, 32),
+    "q5_1": (24, 32),
+    "q8_0": (34, 32),
+}
 
 
 def parse_params(params: str) -> dict[str, str]:

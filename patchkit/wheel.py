@@ -52,7 +52,7 @@ SCHEMA = 1
 WHEEL_FORMAT = 1
 PACKAGE = "llama_cpp"
 
-_VERSION_RE = re.compile(r'''^(__version__\s*=\s*)(["'])([^"']+)\2''', re.MULTILINE)
+_VERSION_RE = re.compile(r"""^(__version__\s*=\s*)(["'])([^"']+)\2""", re.MULTILINE)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -67,7 +67,11 @@ def _label(s: str) -> str:
 def local_version(base_commit: str, patch_ids: list[str], config: str) -> str:
     """`pk.<base short sha>.p<id>....<config>`, e.g. pk.0c1e5709.p0001.p0002.cpu (PR patches only:
     the local test-only patches are in every variant and are listed in patchkit.json)."""
-    parts = ["pk", _label(base_commit[:8])] + [f"p{_label(i)}" for i in patch_ids] + [s for s in (_label(x) for x in re.split(r"[-_;,]+", config)) if s]
+    parts = (
+        ["pk", _label(base_commit[:8])]
+        + [f"p{_label(i)}" for i in patch_ids]
+        + [s for s in (_label(x) for x in re.split(r"[-_;,]+", config)) if s]
+    )
     return ".".join(parts)
 
 
@@ -94,7 +98,9 @@ def _build_hint(args: argparse.Namespace, backend: str, archs: tuple[str, ...], 
 # The variant: built, unchanged, clean
 
 
-def check_variant(ctx: workflow.Context, base: source.BaseInfo, variant: series.Variant, hint: str) -> series.VariantState:
+def check_variant(
+    ctx: workflow.Context, base: source.BaseInfo, variant: series.Variant, hint: str
+) -> series.VariantState:
     """The variant's recorded state, if its tree is what patchkit made from the recipe's patches now."""
     tree = series.tree_path(ctx.ws, ctx.recipe, variant)
     spath = series.state_path(ctx.ws, ctx.recipe, variant)
@@ -143,7 +149,23 @@ def vendor_variant(tree: Path, head: str, dest: Path, prune: tuple[str, ...], lo
     dest.parent.mkdir(parents=True, exist_ok=True)
     tar_path = dest.parent / f"{dest.name}.tar"
     excludes = [f":(exclude){p.strip('/')}" for p in prune]
-    proc.run(["git", "-C", str(tree), "archive", "--format=tar", "--prefix=llama.cpp/", "-o", str(tar_path), head, "--", ".", *excludes], log=log)
+    proc.run(
+        [
+            "git",
+            "-C",
+            str(tree),
+            "archive",
+            "--format=tar",
+            "--prefix=llama.cpp/",
+            "-o",
+            str(tar_path),
+            head,
+            "--",
+            ".",
+            *excludes,
+        ],
+        log=log,
+    )
     tmp = dest.parent / f".{dest.name}.x"
     tmp.mkdir()
     try:
@@ -168,7 +190,9 @@ def build_info_args(tree: Path, head: str) -> list[str]:
     out = [f"-DLLAMA_BUILD_COMMIT={short}"]
     # the commit count fails where the cache does not know the base is a shallow boundary; llama.cpp's
     # own fallback is then 0, as in the measured build
-    count = proc.run(["git", "-C", str(tree), "rev-list", "--count", head], echo=False, check=False, separate_stderr=True)
+    count = proc.run(
+        ["git", "-C", str(tree), "rev-list", "--count", head], echo=False, check=False, separate_stderr=True
+    )
     if count.ok and count.stdout.strip().isdigit():
         out.append(f"-DLLAMA_BUILD_NUMBER={count.stdout.strip()}")
     return out
@@ -185,14 +209,18 @@ def set_version(project: Path, expected: str, version: str) -> None:
     pkg_info = project / "PKG-INFO"
     if pkg_info.is_file():
         t = pkg_info.read_text(encoding="utf-8")
-        pkg_info.write_text(re.sub(r"^Version: .*$", f"Version: {version}", t, count=1, flags=re.MULTILINE), encoding="utf-8")
+        pkg_info.write_text(
+            re.sub(r"^Version: .*$", f"Version: {version}", t, count=1, flags=re.MULTILINE), encoding="utf-8"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
 # CMake arguments
 
 
-def cmake_args(recipe: Recipe, opts: build_mod.BuildOptions, tc: build_mod.Toolchain, extra: tuple[str, ...] = ()) -> list[str]:
+def cmake_args(
+    recipe: Recipe, opts: build_mod.BuildOptions, tc: build_mod.Toolchain, extra: tuple[str, ...] = ()
+) -> list[str]:
     """CMAKE_ARGS for the sdist's scikit-build-core build: the measured build's toolchain and recipe
     options (BUILD_SHARED_LIBS=OFF dropped: the Python package loads llama.cpp's shared libraries),
     GGML_NATIVE=OFF first so the recipe or --cmake-option can turn it back on."""
@@ -235,24 +263,34 @@ def build_wheel(args: argparse.Namespace) -> Path:
     recipe = ctx.recipe
     sd = recipe.base.sdist
     if sd is None:
-        raise BuildError(f"{recipe.path}: no [base.sdist]: a wheel is built by llama-cpp-python's sdist; add one whose vendored llama.cpp the patches fit")
+        raise BuildError(
+            f"{recipe.path}: no [base.sdist]: a wheel is built by llama-cpp-python's sdist; add one whose vendored llama.cpp the patches fit"
+        )
     name = args.variant
     (variant,) = series.plan_variants(recipe, only=(name,), leave_one_out=True)
     opts = build_mod.options_from(recipe, backend=args.backend, archs=tuple(args.arch), jobs=args.jobs)
     hint = _build_hint(args, opts.backend, opts.archs, name)
     if not series.state_path(ctx.ws, recipe, variant).is_file():  # before fetch: a fresh work folder refuses at once
-        raise BuildError(f"variant {name} was not built: no variant tree at {series.tree_path(ctx.ws, recipe, variant)}; run `{hint}` first")
+        raise BuildError(
+            f"variant {name} was not built: no variant tree at {series.tree_path(ctx.ws, recipe, variant)}; run `{hint}` first"
+        )
     if not args.no_isolation and ctx.offline:
-        raise BuildError("--offline: pip's build isolation downloads scikit-build-core; pass --no-isolation (scikit-build-core installed in this Python)")
+        raise BuildError(
+            "--offline: pip's build isolation downloads scikit-build-core; pass --no-isolation (scikit-build-core installed in this Python)"
+        )
     if args.no_isolation and importlib.util.find_spec("scikit_build_core") is None:
-        raise BuildError(f"--no-isolation: scikit-build-core is not installed in {sys.executable}; pip install scikit-build-core, or leave out --no-isolation")
+        raise BuildError(
+            f"--no-isolation: scikit-build-core is not installed in {sys.executable}; pip install scikit-build-core, or leave out --no-isolation"
+        )
 
     base = workflow.step_fetch(ctx)
     state = check_variant(ctx, base, variant, hint)
     (state,) = workflow.step_apply(ctx, base, only=(name,), leave_one_out=True)  # up to date: left alone
     done = build_mod.find_build(ctx.ws, recipe, opts, state)
     if done is None:
-        raise BuildError(f"variant {name} was not built for {opts.config}: no finished build in {build_mod.bin_dir(ctx.ws, recipe, opts, name)}; run `{hint}` first")
+        raise BuildError(
+            f"variant {name} was not built for {opts.config}: no finished build in {build_mod.bin_dir(ctx.ws, recipe, opts, name)}; run `{hint}` first"
+        )
     tc = build_mod.toolchain(opts)
     tree = series.tree_path(ctx.ws, recipe, variant)
     cargs = cmake_args(recipe, opts, tc, tuple(args.cmake_option or ()))
@@ -262,9 +300,15 @@ def build_wheel(args: argparse.Namespace) -> Path:
     version = wheel_version(sd.version, base.commit, pr_ids, opts.config)
     dist = sd.name.replace("-", "_")
     material = {
-        "format": WHEEL_FORMAT, "variant_key": state.key, "build_key": done.key, "head": state.head,
-        "sdist_sha256": sd.sha256, "version": version, "cmake_args": cargs, "build_type": opts.build_type,
-    }  # fmt: skip
+        "format": WHEEL_FORMAT,
+        "variant_key": state.key,
+        "build_key": done.key,
+        "head": state.head,
+        "sdist_sha256": sd.sha256,
+        "version": version,
+        "cmake_args": cargs,
+        "build_type": opts.build_type,
+    }
     key = wheel_key(material)
     out_dir = Path(args.output).resolve() if args.output else ctx.ws.root / "wheels" / recipe.name
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -273,15 +317,41 @@ def build_wheel(args: argparse.Namespace) -> Path:
         return whl
 
     info = {
-        "schema": SCHEMA, "patchkit_version": __version__, "wheel_key": key, "version": version,
-        "recipe": recipe.name, "recipe_file": str(recipe.path), "variant": name, "variant_key": state.key,
-        "head": state.head, "build_key": done.key, "backend": opts.backend, "archs": list(opts.archs), "config": opts.config,
-        "base": {"commit": base.commit, "key": base.key, "route": base.route, "upstream": base.upstream,
-                 "upstream_verified": base.upstream_verified},
+        "schema": SCHEMA,
+        "patchkit_version": __version__,
+        "wheel_key": key,
+        "version": version,
+        "recipe": recipe.name,
+        "recipe_file": str(recipe.path),
+        "variant": name,
+        "variant_key": state.key,
+        "head": state.head,
+        "build_key": done.key,
+        "backend": opts.backend,
+        "archs": list(opts.archs),
+        "config": opts.config,
+        "base": {
+            "commit": base.commit,
+            "key": base.key,
+            "route": base.route,
+            "upstream": base.upstream,
+            "upstream_verified": base.upstream_verified,
+        },
         "sdist": {"name": sd.name, "version": sd.version, "sha256": sd.sha256, "subdir": sd.subdir},
-        "patches": [{"id": p["id"], "file": p["file"], "sha256": p["sha256"], "commit": p["commit"], "local": bool(p.get("local"))} for p in state.patches],
-        "pruned": list(recipe.base.prune), "cmake_args": cargs + binfo, "build_type": opts.build_type,
-    }  # fmt: skip
+        "patches": [
+            {
+                "id": p["id"],
+                "file": p["file"],
+                "sha256": p["sha256"],
+                "commit": p["commit"],
+                "local": bool(p.get("local")),
+            }
+            for p in state.patches
+        ],
+        "pruned": list(recipe.base.prune),
+        "cmake_args": cargs + binfo,
+        "build_type": opts.build_type,
+    }
 
     tmp_root = ctx.ws.root / "wheels" / ".tmp"
     tmp_root.mkdir(parents=True, exist_ok=True)
@@ -292,9 +362,17 @@ def build_wheel(args: argparse.Namespace) -> Path:
         tmp = Path(tmp_s)
         project = extract_sdist(archive, tmp / "src", sd.subdir)
         with ctx.ws.lock(tree):
-            vendor_variant(tree, state.head, project / sd.subdir.strip("/"), recipe.base.prune, ctx.logs / f"wheel-archive-{name}.log")
+            vendor_variant(
+                tree,
+                state.head,
+                project / sd.subdir.strip("/"),
+                recipe.base.prune,
+                ctx.logs / f"wheel-archive-{name}.log",
+            )
         set_version(project, sd.version, version)
-        (project / PACKAGE / PATCHKIT_JSON).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        (project / PACKAGE / PATCHKIT_JSON).write_text(
+            json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+        )
 
         built = tmp / "dist"
         argv = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", str(built)]
@@ -342,14 +420,39 @@ def cmd_wheel(args: argparse.Namespace) -> int:
 
 
 def add_parsers(sub, common, build_opts) -> None:
-    p = sub.add_parser("wheel", help="build a llama-cpp-python wheel whose llama.cpp is one variant (needs its `patchkit build`)")
+    p = sub.add_parser(
+        "wheel", help="build a llama-cpp-python wheel whose llama.cpp is one variant (needs its `patchkit build`)"
+    )
     common(p)
     p.add_argument("--variant", required=True, help="the variant, e.g. +0001+0002 (built first with `patchkit build`)")
     p.add_argument("--backend", choices=("cuda", "cpu"), default=None, help="default: the recipe's build.backend")
-    p.add_argument("--arch", action="append", default=[], help="CUDA architecture(s) as built: 89, '89;90' (repeatable; default: the recipe's)")
+    p.add_argument(
+        "--arch",
+        action="append",
+        default=[],
+        help="CUDA architecture(s) as built: 89, '89;90' (repeatable; default: the recipe's)",
+    )
     p.add_argument("-o", "--output", default=None, help="folder for the wheel (default: <work>/wheels/<recipe>)")
-    p.add_argument("--jobs", "-j", type=int, default=0, help="parallel compile jobs (CMAKE_BUILD_PARALLEL_LEVEL; default: the build tool's)")
-    p.add_argument("--no-isolation", action="store_true", help="no pip build isolation: use this Python's scikit-build-core (no network needed)")
-    p.add_argument("--cmake-option", "-D", action="append", default=[], dest="cmake_option", metavar="OPT", help="extra CMake option for the wheel only, e.g. -D GGML_NATIVE=ON")
+    p.add_argument(
+        "--jobs",
+        "-j",
+        type=int,
+        default=0,
+        help="parallel compile jobs (CMAKE_BUILD_PARALLEL_LEVEL; default: the build tool's)",
+    )
+    p.add_argument(
+        "--no-isolation",
+        action="store_true",
+        help="no pip build isolation: use this Python's scikit-build-core (no network needed)",
+    )
+    p.add_argument(
+        "--cmake-option",
+        "-D",
+        action="append",
+        default=[],
+        dest="cmake_option",
+        metavar="OPT",
+        help="extra CMake option for the wheel only, e.g. -D GGML_NATIVE=ON",
+    )
     p.add_argument("--rebuild", action="store_true", help="build even if the output folder has this wheel already")
     p.set_defaults(func=cmd_wheel)

@@ -30,8 +30,16 @@ from patchkit.wheel import read_wheel_info
 from patchkit.workspace import Workspace, write_json
 
 # the seed's attention geometry at toy size (head dim 256, 6 query heads on 1 KV head)
-SMOKE_MODEL = {"n_layer": 2, "n_embd": 256, "n_head": 6, "n_head_kv": 1, "head_dim": 256, "n_ff": 512,
-               "n_vocab": 512, "context_length": 1024}  # fmt: skip
+SMOKE_MODEL = {
+    "n_layer": 2,
+    "n_embd": 256,
+    "n_head": 6,
+    "n_head_kv": 1,
+    "head_dim": 256,
+    "n_ff": 512,
+    "n_vocab": 512,
+    "context_length": 1024,
+}
 
 # runs inside the new environment: argv = model, tokens, gpu layers; prints one JSON line
 GENERATE = r"""
@@ -78,8 +86,12 @@ def see_parent_packages(py: Path) -> None:
     wheel's own package, installed in the new environment, comes first)."""
     if sys.prefix == sys.base_prefix:
         return
-    purelib = proc.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], echo=False).stdout.strip()
-    Path(purelib, "_patchkit_parent.pth").write_text("".join(f"{d}\n" for d in site.getsitepackages()), encoding="utf-8")
+    purelib = proc.run(
+        [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], echo=False
+    ).stdout.strip()
+    Path(purelib, "_patchkit_parent.pth").write_text(
+        "".join(f"{d}\n" for d in site.getsitepackages()), encoding="utf-8"
+    )
 
 
 def check_wheel(args: argparse.Namespace) -> dict:
@@ -116,18 +128,30 @@ def check_wheel(args: argparse.Namespace) -> dict:
             from patchkit.model import spec_from_mapping, write_synthetic_gguf
 
             model = write_synthetic_gguf(tmp / "smoke.gguf", spec_from_mapping(SMOKE_MODEL))
-        r = proc.run([py, "-c", GENERATE, model, str(args.tokens), str(ngl)], log=log, cwd=tmp, separate_stderr=True, timeout=args.timeout)
+        r = proc.run(
+            [py, "-c", GENERATE, model, str(args.tokens), str(ngl)],
+            log=log,
+            cwd=tmp,
+            separate_stderr=True,
+            timeout=args.timeout,
+        )
     try:
         got = json.loads(r.stdout.strip().splitlines()[-1])
     except (IndexError, ValueError):
         raise CommandError(f"wheel-check: no result line from the generation (log: {log})") from None
     placement = parse_llama_log(log.read_text(errors="replace"))
     result = {
-        "wheel": whl.name, "version": info["version"], "variant": info.get("variant"), "config": info.get("config"),
-        "install_seconds": round(install_s, 1), "gpu_layers": ngl, **placement, **got,
+        "wheel": whl.name,
+        "version": info["version"],
+        "variant": info.get("variant"),
+        "config": info.get("config"),
+        "install_seconds": round(install_s, 1),
+        "gpu_layers": ngl,
+        **placement,
+        **got,
         "tokens_per_second": round(len(got["tokens"]) / got["seconds"], 1) if got.get("seconds") else None,
         "log": str(log),
-    }  # fmt: skip
+    }
     problems = []
     if not Path(got["file"]).is_relative_to(venv):
         problems.append(f"imported {got['file']}, not the wheel's package in the new environment")
@@ -138,12 +162,16 @@ def check_wheel(args: argparse.Namespace) -> dict:
     if cuda and ngl != 0:
         off = placement["offloaded"]
         if not got["gpu_offload"] or not placement["devices"] or not off or off[0] != off[1]:
-            problems.append(f"layers not on a CUDA device (gpu offload {got['gpu_offload']}, devices {placement['devices']}, offloaded {off})")
+            problems.append(
+                f"layers not on a CUDA device (gpu offload {got['gpu_offload']}, devices {placement['devices']}, offloaded {off})"
+            )
     result["ok"] = not problems
     out = Path(args.json).resolve() if args.json else log.with_suffix(".json")
     write_json(out, result)
-    print(f"wheel-check: {whl.name}: installed in {install_s:.1f} s; generated {len(got['tokens'])} tokens in {got['seconds']:.3f} s"
-          f" ({result['tokens_per_second']} t/s); devices {', '.join(placement['devices']) or 'CPU'}; offloaded {placement['offloaded']}")  # fmt: skip
+    print(
+        f"wheel-check: {whl.name}: installed in {install_s:.1f} s; generated {len(got['tokens'])} tokens in {got['seconds']:.3f} s"
+        f" ({result['tokens_per_second']} t/s); devices {', '.join(placement['devices']) or 'CPU'}; offloaded {placement['offloaded']}"
+    )
     print(f"result: {out}")
     if problems:
         raise BuildError(f"wheel-check {whl.name}: {'; '.join(problems)} (log: {log})")
@@ -156,12 +184,20 @@ def cmd_wheel_check(args: argparse.Namespace) -> int:
 
 
 def add_parsers(sub, common, build_opts) -> None:
-    p = sub.add_parser("wheel-check", help="install a patchkit wheel into a fresh virtual environment and generate tokens with it")
+    p = sub.add_parser(
+        "wheel-check", help="install a patchkit wheel into a fresh virtual environment and generate tokens with it"
+    )
     p.add_argument("wheel", help="the .whl made by `patchkit wheel`")
     p.add_argument("--work", default=None, help="work folder for logs (default: $PATCHKIT_WORK or ./.patchkit)")
-    p.add_argument("--model", default=None, help="a GGUF model (default: a synthetic one with the seed's attention shape; needs gguf)")
+    p.add_argument(
+        "--model",
+        default=None,
+        help="a GGUF model (default: a synthetic one with the seed's attention shape; needs gguf)",
+    )
     p.add_argument("--tokens", type=int, default=16, help="tokens to generate (default 16)")
-    p.add_argument("--gpu-layers", type=int, default=None, help="n_gpu_layers (default: all for a CUDA wheel, 0 for a CPU wheel)")
+    p.add_argument(
+        "--gpu-layers", type=int, default=None, help="n_gpu_layers (default: all for a CUDA wheel, 0 for a CPU wheel)"
+    )
     p.add_argument("--find-links", default=None, metavar="DIR", help="install dependencies from DIR only (no index)")
     p.add_argument("--timeout", type=float, default=600, help="seconds for the generation (default 600)")
     p.add_argument("--json", default=None, help="write the result here (default: next to the log)")

@@ -27,7 +27,7 @@ class Context:
     offline: bool = False
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace) -> "Context":
+    def from_args(cls, args: argparse.Namespace) -> Context:
         return cls(recipe=load_recipe(args.recipe), ws=Workspace.at(args.work), offline=getattr(args, "offline", False))
 
     @property
@@ -42,7 +42,9 @@ def step_fetch(ctx: Context) -> source.BaseInfo:
     return info
 
 
-def step_apply(ctx: Context, base: source.BaseInfo, *, only: tuple[str, ...] = (), leave_one_out: bool = False, force: bool = False) -> list[series.VariantState]:
+def step_apply(
+    ctx: Context, base: source.BaseInfo, *, only: tuple[str, ...] = (), leave_one_out: bool = False, force: bool = False
+) -> list[series.VariantState]:
     variants = series.plan_variants(ctx.recipe, leave_one_out=leave_one_out, only=only)
     states, errors = series.apply_all(ctx.recipe, base, ctx.ws, variants, force=force)
     if errors:
@@ -72,14 +74,20 @@ def cmd_build(args: argparse.Namespace) -> int:
     ctx = Context.from_args(args)
     base = step_fetch(ctx)
     states = step_apply(ctx, base, only=tuple(args.variant), leave_one_out=args.leave_one_out, force=args.force)
-    opts = build_mod.options_from(ctx.recipe, backend=args.backend, archs=tuple(args.arch), jobs=args.jobs, extra=cmake_extra(args))
+    opts = build_mod.options_from(
+        ctx.recipe, backend=args.backend, archs=tuple(args.arch), jobs=args.jobs, extra=cmake_extra(args)
+    )
     if args.check:
         items = build_mod.check(ctx.recipe, base, ctx.ws, states, opts, logs=ctx.logs)
         bad = [i for i in items if not i.ok]
         for i in items:
-            print(f"  {'ok  ' if i.ok else 'FAIL'} {i.variant:<12} sm_{i.arch:<4} {i.source}{'  ' + i.error if i.error else ''}")
+            print(
+                f"  {'ok  ' if i.ok else 'FAIL'} {i.variant:<12} sm_{i.arch:<4} {i.source}{'  ' + i.error if i.error else ''}"
+            )
         if bad:
-            raise BuildError(f"compile check: {len(bad)}/{len(items)} translation units failed; first: {bad[0].source} ({bad[0].variant}, arch {bad[0].arch}): {bad[0].error}")
+            raise BuildError(
+                f"compile check: {len(bad)}/{len(items)} translation units failed; first: {bad[0].source} ({bad[0].variant}, arch {bad[0].arch}): {bad[0].error}"
+            )
         print(f"compile check: {len(items)}/{len(items)} translation units compiled")
         return 0
     t0 = time.monotonic()
@@ -105,19 +113,36 @@ def recipe_info(recipe: Recipe) -> dict:
     pats = []
     for p in recipe.series:
         text = recipe.patch_path(p).read_text(encoding="utf-8", errors="replace")
-        pats.append({
-            "id": p.key, "file": p.file, "subject": p.title or series.patch_subject(text), "body": series.patch_body(text),
-            "upstream_pr": p.upstream_pr, "depends_on": list(p.depends_on), "local": p.local, "sha256": series.patch_sha256(recipe.patch_path(p)),
-        })  # fmt: skip
+        pats.append(
+            {
+                "id": p.key,
+                "file": p.file,
+                "subject": p.title or series.patch_subject(text),
+                "body": series.patch_body(text),
+                "upstream_pr": p.upstream_pr,
+                "depends_on": list(p.depends_on),
+                "local": p.local,
+                "sha256": series.patch_sha256(recipe.patch_path(p)),
+            }
+        )
     pr = [x for x in pats if not x["local"]]
     return {
         "title": recipe.prose.title or (pr[-1]["subject"] if pr else recipe.name),
-        "overview": recipe.prose.overview.strip(), "notes": list(recipe.prose.notes), "ai_disclosure": recipe.prose.ai_disclosure.strip(),
+        "overview": recipe.prose.overview.strip(),
+        "notes": list(recipe.prose.notes),
+        "ai_disclosure": recipe.prose.ai_disclosure.strip(),
         "patches": pats,
-    }  # fmt: skip
+    }
 
 
-def open_bundle(ctx: Context, base: source.BaseInfo, states: list[series.VariantState], opts: build_mod.BuildOptions, run: str | None, label: str) -> Bundle:
+def open_bundle(
+    ctx: Context,
+    base: source.BaseInfo,
+    states: list[series.VariantState],
+    opts: build_mod.BuildOptions,
+    run: str | None,
+    label: str,
+) -> Bundle:
     runs = ctx.ws.runs(ctx.recipe.name)
     if run:
         path = Path(run) if Path(run).is_dir() else runs / run
@@ -126,12 +151,23 @@ def open_bundle(ctx: Context, base: source.BaseInfo, states: list[series.Variant
         run_id = path.name
     else:
         run_id = new_run_id(label)
-    b = Bundle.create(runs, recipe=ctx.recipe.name, run_id=run_id, meta={
-        "base": base.to_dict(), "variants": [s.to_dict() for s in states], "recipe_info": recipe_info(ctx.recipe),
-        "backend": opts.backend, "archs": list(opts.archs),
-    })  # fmt: skip
-    fp = env_mod.fingerprint(cmake_flags=list(build_mod.toolchain(opts).cmake_args) + list(opts.cmake_options), base=base.commit,
-                             patches={p.file: series.patch_sha256(ctx.recipe.patch_path(p)) for p in ctx.recipe.series})  # fmt: skip
+    b = Bundle.create(
+        runs,
+        recipe=ctx.recipe.name,
+        run_id=run_id,
+        meta={
+            "base": base.to_dict(),
+            "variants": [s.to_dict() for s in states],
+            "recipe_info": recipe_info(ctx.recipe),
+            "backend": opts.backend,
+            "archs": list(opts.archs),
+        },
+    )
+    fp = env_mod.fingerprint(
+        cmake_flags=list(build_mod.toolchain(opts).cmake_args) + list(opts.cmake_options),
+        base=base.commit,
+        patches={p.file: series.patch_sha256(ctx.recipe.patch_path(p)) for p in ctx.recipe.series},
+    )
     write_json(b.path / "env.json", fp)
     print(f"run folder: {b.path}")
     return b
@@ -160,11 +196,22 @@ def step_build(ctx: Context, bundle: Bundle, base, states, opts) -> list[run_mod
     results = build_mod.build_variants(ctx.recipe, base, ctx.ws, states, opts, logs=bundle.raw)
     prev = bundle.step(name)
     if prev is None or prev.status != Status.OK:
-        _record(bundle, Step(
-            name=name, status=Status.OK, seconds=round(sum(r.seconds for r in results), 1),
-            logs=[bundle.rel(Path(r.log)) for r in results if not r.reused and Path(r.log).is_relative_to(bundle.path)],
-            data={"options": opts.key_material(), "cmake_args": list(build_mod.toolchain(opts).cmake_args), "variants": [r.to_dict() for r in results]},
-        ))  # fmt: skip
+        _record(
+            bundle,
+            Step(
+                name=name,
+                status=Status.OK,
+                seconds=round(sum(r.seconds for r in results), 1),
+                logs=[
+                    bundle.rel(Path(r.log)) for r in results if not r.reused and Path(r.log).is_relative_to(bundle.path)
+                ],
+                data={
+                    "options": opts.key_material(),
+                    "cmake_args": list(build_mod.toolchain(opts).cmake_args),
+                    "variants": [r.to_dict() for r in results],
+                },
+            ),
+        )
     return [run_mod.Bins(variant=r.variant, dir=Path(r.bin_dir)) for r in results]
 
 
@@ -196,7 +243,9 @@ def run_steps(ctx: Context, args: argparse.Namespace, wanted: tuple[str, ...], *
     """fetch -> apply -> build -> the wanted measurement steps, recorded in one bundle; finished steps are skipped."""
     base = step_fetch(ctx)
     states = step_apply(ctx, base, only=tuple(getattr(args, "variant", []) or ()), force=getattr(args, "force", False))
-    opts = build_mod.options_from(ctx.recipe, backend=args.backend, archs=tuple(args.arch), jobs=args.jobs, extra=cmake_extra(args))
+    opts = build_mod.options_from(
+        ctx.recipe, backend=args.backend, archs=tuple(args.arch), jobs=args.jobs, extra=cmake_extra(args)
+    )
     bundle = open_bundle(ctx, base, states, opts, getattr(args, "run", None), label)
     bins = step_build(ctx, bundle, base, states, opts)
     dev = device_name(opts.backend)
@@ -212,12 +261,19 @@ def run_steps(ctx: Context, args: argparse.Namespace, wanted: tuple[str, ...], *
     for arch in getattr(args, "check_arch", None) or ():
         name = f"check:cuda-{arch}"
         if todo(name):
+
             def check(arch=arch) -> Step:
                 one = build_mod.options_from(r, backend="cuda", archs=(arch,), jobs=args.jobs, extra=cmake_extra(args))
                 items = build_mod.check(r, base, ctx.ws, states, one, logs=bundle.raw)
                 bad = [i for i in items if not i.ok]
-                return Step(name=name, status=Status.FAIL if bad else Status.OK, reason=f"{len(bad)} of {len(items)} translation units failed" if bad else "",
-                            logs=sorted({bundle.rel(p) for p in bundle.raw.glob(f"check-*{arch}*.log")}), data={"items": [i.to_dict() for i in items]})
+                return Step(
+                    name=name,
+                    status=Status.FAIL if bad else Status.OK,
+                    reason=f"{len(bad)} of {len(items)} translation units failed" if bad else "",
+                    logs=sorted({bundle.rel(p) for p in bundle.raw.glob(f"check-*{arch}*.log")}),
+                    data={"items": [i.to_dict() for i in items]},
+                )
+
             _record(bundle, _timed(name, check))
     test_bins = [b for b in bins if b.variant in args.test_variant] if getattr(args, "test_variant", None) else bins
     if "test" in wanted:
@@ -227,33 +283,84 @@ def run_steps(ctx: Context, args: argparse.Namespace, wanted: tuple[str, ...], *
                 from patchkit.recipe import _hint
 
                 raise RecipeError(f"{r.path}: no suite {suite!r} in [suites]{_hint(suite, r.suites)}")
-            extra = tuple(getattr(args, "filter", None) and ["-p", args.filter] or ())
+            extra = tuple((getattr(args, "filter", None) and ["-p", args.filter]) or ())
             if todo(f"test:{suite}"):
-                _record(bundle, _timed(f"test:{suite}", lambda: run_mod.run_tests(bundle, test_bins, suite=suite, args=tuple(r.suites[suite]) + extra, backend=dev, jobs=getattr(args, "test_jobs", 0) or 0)))
+                _record(
+                    bundle,
+                    _timed(
+                        f"test:{suite}",
+                        lambda: run_mod.run_tests(
+                            bundle,
+                            test_bins,
+                            suite=suite,
+                            args=tuple(r.suites[suite]) + extra,
+                            backend=dev,
+                            jobs=getattr(args, "test_jobs", 0) or 0,
+                        ),
+                    ),
+                )
     peak = (bundle.env.get("gpu") or {}).get("peak_bw_gbs")
     if "bench-kernel" in wanted and todo("bench:kernel"):
         k = r.kernel
-        _record(bundle, _timed("bench:kernel", lambda: run_mod.run_kernel_bench(bundle, bins, backend=k.backend or dev, op=k.op, params=getattr(args, "params", None) or k.params, test_file=getattr(args, "test_file", None) or k.test_file, rounds=getattr(args, "rounds", 0) or k.rounds, peak_bw_gbs=peak)))
+        _record(
+            bundle,
+            _timed(
+                "bench:kernel",
+                lambda: run_mod.run_kernel_bench(
+                    bundle,
+                    bins,
+                    backend=k.backend or dev,
+                    op=k.op,
+                    params=getattr(args, "params", None) or k.params,
+                    test_file=getattr(args, "test_file", None) or k.test_file,
+                    rounds=getattr(args, "rounds", 0) or k.rounds,
+                    peak_bw_gbs=peak,
+                ),
+            ),
+        )
     if "kernel-path" in wanted and todo("kernel-path"):
         kb = bundle.step("bench:kernel")
         cases = [c["params"] for c in (kb.data.get("cases", []) if kb else [])]
         if opts.backend != "cuda":
-            _record(bundle, Step(name="kernel-path", status=Status.NOT_RUN, reason="kernel names need a CUDA build and ncu"))
+            _record(
+                bundle, Step(name="kernel-path", status=Status.NOT_RUN, reason="kernel names need a CUDA build and ncu")
+            )
         elif not cases:
-            _record(bundle, Step(name="kernel-path", status=Status.NOT_RUN, reason="no kernel cases (bench:kernel did not run)"))
+            _record(
+                bundle,
+                Step(name="kernel-path", status=Status.NOT_RUN, reason="no kernel cases (bench:kernel did not run)"),
+            )
         else:
             if r.kernel.path_params:
                 cases = [c for c in cases if re.search(r.kernel.path_params, c)]
-            _record(bundle, _timed("kernel-path", lambda: run_mod.run_kernel_path(bundle, bins, backend=dev, op=r.kernel.op, cases=cases)))
+            _record(
+                bundle,
+                _timed(
+                    "kernel-path",
+                    lambda: run_mod.run_kernel_path(bundle, bins, backend=dev, op=r.kernel.op, cases=cases),
+                ),
+            )
     if "bench-decode" in wanted and todo("bench:decode"):
         d = r.decode
         depths = tuple(getattr(args, "depths", None) or d.depths)
 
         def decode() -> Step:
             model, info = decode_model(ctx, base)
-            return run_mod.run_decode(bundle, bins, model=model, model_info=info, depths=depths, type_k=d.cache_type_k, type_v=d.cache_type_v,
-                                      n_gen=getattr(args, "n_gen", 0) or d.n_gen, repetitions=getattr(args, "repetitions", 0) or d.repetitions,
-                                      rounds=getattr(args, "rounds", 0) or 1, threads=d.threads, ngl=99 if opts.backend == "cuda" else 0, extra=d.extra_args)  # fmt: skip
+            return run_mod.run_decode(
+                bundle,
+                bins,
+                model=model,
+                model_info=info,
+                depths=depths,
+                type_k=d.cache_type_k,
+                type_v=d.cache_type_v,
+                n_gen=getattr(args, "n_gen", 0) or d.n_gen,
+                repetitions=getattr(args, "repetitions", 0) or d.repetitions,
+                rounds=getattr(args, "rounds", 0) or 1,
+                threads=d.threads,
+                ngl=99 if opts.backend == "cuda" else 0,
+                extra=d.extra_args,
+            )
 
         _record(bundle, _timed("bench:decode", decode))
     if "numerics" in wanted and todo("numerics"):
@@ -262,8 +369,18 @@ def run_steps(ctx: Context, args: argparse.Namespace, wanted: tuple[str, ...], *
         def numerics() -> Step:
             model, _ = decode_model(ctx, base)
             depths = tuple(getattr(args, "numerics_depths", None) or n.depths)
-            return run_mod.run_numerics(bundle, bins, model=model, prompts=n.prompts, depths=depths, n_predict=n.n_predict,
-                                        type_k=r.decode.cache_type_k, type_v=r.decode.cache_type_v, kl_ctx=n.kl_ctx, kl_chunks=n.kl_chunks)  # fmt: skip
+            return run_mod.run_numerics(
+                bundle,
+                bins,
+                model=model,
+                prompts=n.prompts,
+                depths=depths,
+                n_predict=n.n_predict,
+                type_k=r.decode.cache_type_k,
+                type_v=r.decode.cache_type_v,
+                kl_ctx=n.kl_ctx,
+                kl_chunks=n.kl_chunks,
+            )
 
         _record(bundle, _timed("numerics", numerics))
     return bundle
@@ -290,9 +407,17 @@ def cmd_test(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     ctx = Context.from_args(args)
-    what = {"kernel": ("bench-kernel",), "decode": ("bench-decode",), "path": ("bench-kernel", "kernel-path")}[args.what]
+    what = {"kernel": ("bench-kernel",), "decode": ("bench-decode",), "path": ("bench-kernel", "kernel-path")}[
+        args.what
+    ]
     bundle = run_steps(ctx, args, what, label=f"bench-{args.what}")
-    return _exit_for(bundle, [{"bench-kernel": "bench:kernel", "bench-decode": "bench:decode", "kernel-path": "kernel-path"}[w] for w in what])
+    return _exit_for(
+        bundle,
+        [
+            {"bench-kernel": "bench:kernel", "bench-decode": "bench:decode", "kernel-path": "kernel-path"}[w]
+            for w in what
+        ],
+    )
 
 
 def cmd_numerics(args: argparse.Namespace) -> int:
@@ -357,7 +482,11 @@ def reparse_step(bundle: Bundle, name: str, recipe: Recipe | None = None) -> Ste
     if old is None:
         raise ResultsError(f"{bundle.path}: no step {name!r} to reparse")
     build = next((bundle.step(k) for k in bundle.data["steps"] if k.startswith("build:")), None)
-    variants = [v["variant"] for v in build.data["variants"]] if build else [v["name"] for v in bundle.data.get("variants", [])]
+    variants = (
+        [v["variant"] for v in build.data["variants"]]
+        if build
+        else [v["name"] for v in bundle.data.get("variants", [])]
+    )
     bins = [run_mod.Bins(variant=v, dir=Path("bin") / v) for v in variants]
     d = dict(old.data)
     if recipe is not None:  # a step that errored before recording its arguments: take them from the recipe
@@ -372,14 +501,42 @@ def reparse_step(bundle: Bundle, name: str, recipe: Recipe | None = None) -> Ste
             tested = [b for b in bins if b.variant in d.get("variants", {})] or bins
             step = run_mod.run_tests(bundle, tested, suite=d["suite"], args=tuple(d["args"]), backend=d["backend"])
         elif name == "bench:kernel":
-            step = run_mod.run_kernel_bench(bundle, bins, backend=d["backend"], op=d["op"], params=d["params"], test_file=d.get("test_file", ""),
-                                            rounds=d["rounds"], peak_bw_gbs=(bundle.env.get("gpu") or {}).get("peak_bw_gbs"))  # fmt: skip
+            step = run_mod.run_kernel_bench(
+                bundle,
+                bins,
+                backend=d["backend"],
+                op=d["op"],
+                params=d["params"],
+                test_file=d.get("test_file", ""),
+                rounds=d["rounds"],
+                peak_bw_gbs=(bundle.env.get("gpu") or {}).get("peak_bw_gbs"),
+            )
         elif name == "kernel-path":
-            step = run_mod.run_kernel_path(bundle, bins, backend="CUDA0", op="FLASH_ATTN_EXT", cases=[c["params"] for c in d["cases"]], launch_count=d.get("launch_count", 40))
+            step = run_mod.run_kernel_path(
+                bundle,
+                bins,
+                backend="CUDA0",
+                op="FLASH_ATTN_EXT",
+                cases=[c["params"] for c in d["cases"]],
+                launch_count=d.get("launch_count", 40),
+            )
         elif name == "bench:decode":
-            step = run_mod.run_decode(bundle, bins, model=Path(d["model_path"]), model_info=d["model"], depths=(), type_k="", type_v="", n_gen=0, repetitions=0, rounds=d.get("rounds", 1))
+            step = run_mod.run_decode(
+                bundle,
+                bins,
+                model=Path(d["model_path"]),
+                model_info=d["model"],
+                depths=(),
+                type_k="",
+                type_v="",
+                n_gen=0,
+                repetitions=0,
+                rounds=d.get("rounds", 1),
+            )
         else:
-            raise ResultsError(f"{bundle.path}: step {name!r} cannot be reparsed (test:*, bench:kernel, kernel-path, bench:decode can)")
+            raise ResultsError(
+                f"{bundle.path}: step {name!r} cannot be reparsed (test:*, bench:kernel, kernel-path, bench:decode can)"
+            )
     finally:
         bundle.replay = False
     step.seconds = old.seconds  # the measured wall time of the original run
@@ -405,7 +562,9 @@ def cmd_pr(args: argparse.Namespace) -> int:
     else:
         ctx = Context.from_args(args)
         report_md = latest_run(ctx.ws.runs(ctx.recipe.name)) / "report.md"
-    return publish.publish_main(report_md, args.repo, number=args.number, head=args.head, base=args.base, dry_run=args.dry_run, api=args.api)
+    return publish.publish_main(
+        report_md, args.repo, number=args.number, head=args.head, base=args.base, dry_run=args.dry_run, api=args.api
+    )
 
 
 IMPORT_KINDS = {
@@ -433,9 +592,18 @@ def cmd_import(args: argparse.Namespace) -> int:
         bundle = Bundle.open(Path(args.run))
     else:
         variants = list(dict.fromkeys(args.variant))
-        bundle = Bundle.create(ctx.ws.runs(ctx.recipe.name), recipe=ctx.recipe.name, run_id=new_run_id("import"), meta={
-            "variants": [{"name": v} for v in variants], "recipe_info": recipe_info(ctx.recipe), "backend": args.backend, "archs": [], "imported": True,
-        })  # fmt: skip
+        bundle = Bundle.create(
+            ctx.ws.runs(ctx.recipe.name),
+            recipe=ctx.recipe.name,
+            run_id=new_run_id("import"),
+            meta={
+                "variants": [{"name": v} for v in variants],
+                "recipe_info": recipe_info(ctx.recipe),
+                "backend": args.backend,
+                "archs": [],
+                "imported": True,
+            },
+        )
         if args.env:
             write_json(bundle.path / "env.json", json.loads(Path(args.env).read_text()))
     rounds: dict[str, int] = {}
@@ -455,9 +623,13 @@ def cmd_import(args: argparse.Namespace) -> int:
         r = ctx.recipe
         data: dict = {"backend": device_name(args.backend)}
         if step_name == "bench:kernel":
-            data.update(op=r.kernel.op, params=r.kernel.params, test_file=r.kernel.test_file, rounds=max(rounds.values()))
+            data.update(
+                op=r.kernel.op, params=r.kernel.params, test_file=r.kernel.test_file, rounds=max(rounds.values())
+            )
         elif step_name.startswith("test:"):
-            data.update(suite=args.suite, args=list(r.suites.get(args.suite, ())), variants={v: {} for v in args.variant})
+            data.update(
+                suite=args.suite, args=list(r.suites.get(args.suite, ())), variants={v: {} for v in args.variant}
+            )
         else:
             data.update(model_path="(imported)", model={"path": "(imported)"}, rounds=max(rounds.values()))
         bundle.record(Step(name=step_name, status=Status.ERROR, reason="imported logs not parsed yet", data=data))

@@ -1,16 +1,16 @@
 """The work folder: where patchkit keeps its cache, variant trees, builds and runs, and its locks.
 
-    <work>/                      default ./.patchkit, or $PATCHKIT_WORK, or --work
-      cache/sdist/<file>         downloaded sdists (re-verified against the recipe's sha256 on every use)
-      cache/sdist-project/       each sdist without .git and its vendored llama.cpp (+ .json record:
-                                 the sdist sha256 it was cut from, its own sha256): what `wheel` needs
-      cache/llama.cpp.git        one bare git repo holding every base (refs/patchkit/bases/*)
-      cache/bases/<key>.json     what each base ref is (route, commit, upstream, how it was verified)
-      variants/<recipe>/<name>   one git worktree per variant (branch pk/<recipe>/<name>)
-      builds/<recipe>/<config>/  tree/ (the one worktree that is rebuilt incrementally), build/ (CMake),
-                                 bin/<variant>/ (snapshots of finished builds, keyed; see build.py)
-      runs/<recipe>/<id>/        results bundles (env.json, raw/, results.json)
-      locks/                     one lock file per folder being written
+<work>/                      default ./.patchkit, or $PATCHKIT_WORK, or --work
+  cache/sdist/<file>         downloaded sdists (re-verified against the recipe's sha256 on every use)
+  cache/sdist-project/       each sdist without .git and its vendored llama.cpp (+ .json record:
+                             the sdist sha256 it was cut from, its own sha256): what `wheel` needs
+  cache/llama.cpp.git        one bare git repo holding every base (refs/patchkit/bases/*)
+  cache/bases/<key>.json     what each base ref is (route, commit, upstream, how it was verified)
+  variants/<recipe>/<name>   one git worktree per variant (branch pk/<recipe>/<name>)
+  builds/<recipe>/<config>/  tree/ (the one worktree that is rebuilt incrementally), build/ (CMake),
+                             bin/<variant>/ (snapshots of finished builds, keyed; see build.py)
+  runs/<recipe>/<id>/        results bundles (env.json, raw/, results.json)
+  locks/                     one lock file per folder being written
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from patchkit.errors import LockError
 
@@ -33,7 +33,7 @@ class Workspace:
     root: Path
 
     @classmethod
-    def at(cls, path: str | os.PathLike | None = None) -> "Workspace":
+    def at(cls, path: str | os.PathLike | None = None) -> Workspace:
         root = Path(path or os.environ.get("PATCHKIT_WORK") or ".patchkit").resolve()
         return cls(root=root)
 
@@ -65,7 +65,11 @@ class Workspace:
         """An exclusive lock on `what` (a folder), held while writing it; a second patchkit fails fast."""
         locks = self.root / "locks"
         locks.mkdir(parents=True, exist_ok=True)
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", str(what.resolve().relative_to(self.root)) if what.is_relative_to(self.root) else str(what))
+        name = re.sub(
+            r"[^A-Za-z0-9_.-]+",
+            "_",
+            str(what.resolve().relative_to(self.root)) if what.is_relative_to(self.root) else str(what),
+        )
         path = locks / f"{name}.lock"
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:

@@ -54,7 +54,9 @@ def run_cli(*args: str, cwd: Path = ROOT, env: dict | None = None, check: bool =
     full_env = {**os.environ, **(env or {})}
     r = subprocess.run(["python", "-m", "patchkit", *args], cwd=cwd, env=full_env, capture_output=True, text=True)
     if check and r.returncode != 0:
-        raise AssertionError(f"patchkit {' '.join(args)} exited {r.returncode}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr[-4000:]}")
+        raise AssertionError(
+            f"patchkit {' '.join(args)} exited {r.returncode}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr[-4000:]}"
+        )
     return r
 
 
@@ -98,5 +100,8 @@ def cpu_build(work, base, cli):
     import json
 
     r = cli("build", "--backend", "cpu", "-j", "2", "--work", str(work.root))
-    manifests = {v: json.loads((work.builds("seed-fattn", "cpu") / "bin" / v / "manifest.json").read_text()) for v in ("base", "+0001", "+0001+0002")}
+    manifests = {
+        v: json.loads((work.builds("seed-fattn", "cpu") / "bin" / v / "manifest.json").read_text())
+        for v in ("base", "+0001", "+0001+0002")
+    }
     return r, manifests

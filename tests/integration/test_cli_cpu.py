@@ -18,7 +18,7 @@ SMALL_PERF = r"kv=4096,nb=1,.*type_K=q4_0"
 
 
 def test_build_all_variants_reusing_work(cpu_build, work, cli):
-    r, manifests = cpu_build
+    _r, manifests = cpu_build
     results = {v: m["result"] for v, m in manifests.items()}
     for v, res in results.items():
         assert res["head"] and Path(res["bin_dir"], "test-backend-ops").is_file(), v
@@ -36,9 +36,30 @@ def test_run_end_to_end_and_report(cpu_build, work, cli):
     for old in work.runs("seed-fattn").glob(f"*-{label}"):
         shutil.rmtree(old)
     cli(
-        "run", "--backend", "cpu", "--work", str(work.root), "--label", label, "--filter", SMALL_TESTS, "--test-jobs", "2",
-        "--params", SMALL_PERF, "--rounds", "3", "--depths", "0,256", "--numerics-depths", "0", "--n-gen", "8", "--repetitions", "2",
-    )  # fmt: skip
+        "run",
+        "--backend",
+        "cpu",
+        "--work",
+        str(work.root),
+        "--label",
+        label,
+        "--filter",
+        SMALL_TESTS,
+        "--test-jobs",
+        "2",
+        "--params",
+        SMALL_PERF,
+        "--rounds",
+        "3",
+        "--depths",
+        "0,256",
+        "--numerics-depths",
+        "0",
+        "--n-gen",
+        "8",
+        "--repetitions",
+        "2",
+    )
     [run] = list(work.runs("seed-fattn").glob(f"*-{label}"))
     res = json.loads((run / "results.json").read_text())
     steps = res["steps"]
@@ -59,13 +80,36 @@ def test_run_end_to_end_and_report(cpu_build, work, cli):
     assert n["status"] == "ok" and all(p["identical"] for p in n["data"]["pairs"])
     assert all(p["kld"] and "mean" in p["kld"] for p in n["data"]["pairs"])
     md = (run / "report.md").read_text()
-    for heading in ("## Overview", "## Additional information", "## Test results", "## Requirements", "### Kernel timing", "### Decode"):
+    for heading in (
+        "## Overview",
+        "## Additional information",
+        "## Test results",
+        "## Requirements",
+        "### Kernel timing",
+        "### Decode",
+    ):
         assert heading in md
     base_median = case["variants"]["base"]["median"]
     assert f"{base_median:.2f}" in md
     assert (run / "decode.png").stat().st_size > 1000
     # resuming the same run redoes nothing
-    again = cli("run", "--backend", "cpu", "--work", str(work.root), "--run", run.name, "--filter", SMALL_TESTS, "--params", SMALL_PERF, "--depths", "0,256", "--numerics-depths", "0")
+    again = cli(
+        "run",
+        "--backend",
+        "cpu",
+        "--work",
+        str(work.root),
+        "--run",
+        run.name,
+        "--filter",
+        SMALL_TESTS,
+        "--params",
+        SMALL_PERF,
+        "--depths",
+        "0,256",
+        "--numerics-depths",
+        "0",
+    )
     assert again.stdout.count("done earlier") == 5
 
 
@@ -84,10 +128,15 @@ def test_parse_command_prints_records(cli):
     recs = json.loads(r.stdout)
     assert len(recs) == 13 and all(x["backend_name"] == "CUDA0" for x in recs)
     bad = cli("parse", "--tool", "llama-bench", str(ROOT / "README.md"), check=False)
-    assert bad.returncode == 2 and bad.stderr.startswith("patchkit: error: ") and len(bad.stderr.strip().splitlines()) == 1
+    assert (
+        bad.returncode == 2 and bad.stderr.startswith("patchkit: error: ") and len(bad.stderr.strip().splitlines()) == 1
+    )
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(), reason="no nvcc: the CUDA compile check needs the CUDA toolkit")
+@pytest.mark.skipif(
+    shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
+    reason="no nvcc: the CUDA compile check needs the CUDA toolkit",
+)
 def test_compile_check_sm89(base, work, cli):
     """CI's proof of the card's --arch 89: the series' CUDA translation units compile for sm_89."""
     r = cli("build", "--arch", "89", "--check", "-j", "2", "--work", str(work.root))
@@ -101,14 +150,39 @@ def test_compile_check_sm89(base, work, cli):
 def test_import_logs_made_elsewhere(cli, tmp_path):
     """Logs from another machine (here: the H200 run's raw llama-bench logs) become a bundle and a report."""
     raw = ROOT / "examples" / "h200" / "raw"
-    cli("import", "--work", str(tmp_path / "w"), "--tool", "llama-bench", "--env", str(ROOT / "examples" / "h200" / "env.json"),
-            "--log", f"base={raw / 'decode-r1-base.log'}", "--log", f"+0001+0002={raw / 'decode-r1-+0001+0002.log'}")  # fmt: skip
+    cli(
+        "import",
+        "--work",
+        str(tmp_path / "w"),
+        "--tool",
+        "llama-bench",
+        "--env",
+        str(ROOT / "examples" / "h200" / "env.json"),
+        "--log",
+        f"base={raw / 'decode-r1-base.log'}",
+        "--log",
+        f"+0001+0002={raw / 'decode-r1-+0001+0002.log'}",
+    )
     [run] = list((tmp_path / "w" / "runs" / "seed-fattn").glob("*-import"))
     rows = json.loads((run / "results.json").read_text())["steps"]["bench:decode"]["data"]["rows"]
-    stored = json.loads((ROOT / "examples" / "h200" / "results.json").read_text())["steps"]["bench:decode"]["data"]["rows"]
-    pick = lambda rs: {(x["variant"], x["depth"]): x["samples_ts"] for x in rs if x["variant"] in ("base", "+0001+0002")}  # noqa: E731
+    stored = json.loads((ROOT / "examples" / "h200" / "results.json").read_text())["steps"]["bench:decode"]["data"][
+        "rows"
+    ]
+    def pick(rs):
+        return {
+            (x["variant"], x["depth"]): x["samples_ts"] for x in rs if x["variant"] in ("base", "+0001+0002")
+        }
     assert pick(rows) == pick(stored)
     md = cli("report", str(run)).stdout
     assert "NVIDIA H200" in md and "### Decode" in md
-    bad = cli("import", "--work", str(tmp_path / "w"), "--tool", "llama-bench", "--log", f"base={ROOT / 'README.md'}", check=False)
+    bad = cli(
+        "import",
+        "--work",
+        str(tmp_path / "w"),
+        "--tool",
+        "llama-bench",
+        "--log",
+        f"base={ROOT / 'README.md'}",
+        check=False,
+    )
     assert bad.returncode == 1 and "no llama-bench JSON" in bad.stdout

@@ -63,12 +63,25 @@ def base35(work) -> source.BaseInfo:
 
 
 def _git_env() -> dict:
-    return {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
-            "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+0000", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+0000"}  # fmt: skip
+    return {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+        "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+0000",
+        "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+0000",
+    }
 
 
 def _cache_git(work: Workspace, *args: str, env: dict | None = None, input: bytes | None = None, raw: bool = False):
-    r = subprocess.run(["git", *args], env={**_git_env(), "GIT_DIR": str(work.repo), **(env or {})}, input=input, capture_output=True, check=True)
+    r = subprocess.run(
+        ["git", *args],
+        env={**_git_env(), "GIT_DIR": str(work.repo), **(env or {})},
+        input=input,
+        capture_output=True,
+        check=True,
+    )
     return r.stdout if raw else r.stdout.decode().strip()
 
 
@@ -141,7 +154,9 @@ def test_rebase_default_series_onto_0_3_35(base, base35, work, cli, tmp_path):
     by_id = {p["id"]: p for p in data["patches"]}
     assert [p["id"] for p in data["patches"]] == ["perf-cases", "0001", "0002"]  # local first, as in the variants
     assert by_id["perf-cases"]["status"] == "conflict"
-    assert by_id["perf-cases"]["hunks"] == [{"file": "tests/test-backend-ops.cpp", "index": 1, "header": by_id["perf-cases"]["hunks"][0]["header"]}]
+    assert by_id["perf-cases"]["hunks"] == [
+        {"file": "tests/test-backend-ops.cpp", "index": 1, "header": by_id["perf-cases"]["hunks"][0]["header"]}
+    ]
     assert by_id["perf-cases"]["hunks"][0]["header"].startswith("@@ -11659,6 +11659,15 @@")
     # the conflict of the first patch did not stop the trial
     assert by_id["0001"]["status"] == "clean" and by_id["0001"]["commit"]
@@ -170,24 +185,54 @@ def test_rebase_default_series_onto_0_3_35(base, base35, work, cli, tmp_path):
     w = cli("rebase", "--work", str(work.root), "--onto", f"sdist:0.3.35:{SHA35}", "--write", cwd=proj, check=False)
     assert w.returncode == 2
     err = w.stderr.strip().splitlines()[-1]
-    assert err.startswith("patchkit: error: --write refused") and "0002-cuda-fattn-mma-hs256-8col-nbatch-fa-32.patch" in err and "0001-tests-fattn-perf-cases" in err
+    assert (
+        err.startswith("patchkit: error: --write refused")
+        and "0002-cuda-fattn-mma-hs256-8col-nbatch-fa-32.patch" in err
+        and "0001-tests-fattn-perf-cases" in err
+    )
     assert sorted(p.name for p in proj.iterdir()) == ["patches", "recipes"]
     assert [p.name for p in (proj / "recipes").iterdir()] == ["default.toml"]
 
 
 def test_conflict_with_its_hunk_and_later_patches_still_tried(base, base35, work, toy_project, cli, tmp_path):
     fattn36 = blob(work, V36, FATTN)
-    assert blob(work, V35, "ggml/src/ggml-cuda/acc.cu") == blob(work, V36, "ggml/src/ggml-cuda/acc.cu")  # patch 2's file: same on both
-    line_512_16 = "GGML_CUDA_FATTN_MMA_CONFIG_CASE(512, 512, 16, 256, 1,  64, 128, 128, 128, 1, false);"  # differs on 0.3.35
-    line_320_32 = "GGML_CUDA_FATTN_MMA_CONFIG_CASE(320, 256, 32, 128, 2,  32, 128, 128, 128, 1, false);"  # its neighbours differ
+    assert blob(work, V35, "ggml/src/ggml-cuda/acc.cu") == blob(
+        work, V36, "ggml/src/ggml-cuda/acc.cu"
+    )  # patch 2's file: same on both
+    line_512_16 = (
+        "GGML_CUDA_FATTN_MMA_CONFIG_CASE(512, 512, 16, 256, 1,  64, 128, 128, 128, 1, false);"  # differs on 0.3.35
+    )
+    line_320_32 = (
+        "GGML_CUDA_FATTN_MMA_CONFIG_CASE(320, 256, 32, 128, 2,  32, 128, 128, 128, 1, false);"  # its neighbours differ
+    )
     assert fattn36.index(line_512_16) > fattn36.index(line_320_32) and line_512_16 not in blob(work, V35, FATTN)
 
     # patch 1, two hunks: the top of the file (same on both bases) and the 512 line (not the same)
-    p1 = make_patch(work, V36, replace(work, V36, FATTN, ('#include "common.cuh"', '// toy: top of file\n#include "common.cuh"'), (line_512_16, line_512_16.replace("1,  64, 128", "1,  32, 128"))), "toy: conflicting on 0.3.35")
-    p2 = make_patch(work, V36, replace(work, V36, "ggml/src/ggml-cuda/acc.cu", ('#include "acc.cuh"', '// toy: acc\n#include "acc.cuh"')), "toy: clean on both")
-    p3 = make_patch(work, V36, replace(work, V36, FATTN, (line_320_32, line_320_32 + " // toy: 3-way")), "toy: needs a 3-way merge")
+    p1 = make_patch(
+        work,
+        V36,
+        replace(
+            work,
+            V36,
+            FATTN,
+            ('#include "common.cuh"', '// toy: top of file\n#include "common.cuh"'),
+            (line_512_16, line_512_16.replace("1,  64, 128", "1,  32, 128")),
+        ),
+        "toy: conflicting on 0.3.35",
+    )
+    p2 = make_patch(
+        work,
+        V36,
+        replace(work, V36, "ggml/src/ggml-cuda/acc.cu", ('#include "acc.cuh"', '// toy: acc\n#include "acc.cuh"')),
+        "toy: clean on both",
+    )
+    p3 = make_patch(
+        work, V36, replace(work, V36, FATTN, (line_320_32, line_320_32 + " // toy: 3-way")), "toy: needs a 3-way merge"
+    )
     recipe = TOY36 + "".join(f'\n[[series]]\nfile = "patches/000{i}-toy.patch"\n' for i in (1, 2, 3))
-    proj = toy_project(recipe, {"patches/0001-toy.patch": p1, "patches/0002-toy.patch": p2, "patches/0003-toy.patch": p3})
+    proj = toy_project(
+        recipe, {"patches/0001-toy.patch": p1, "patches/0002-toy.patch": p2, "patches/0003-toy.patch": p3}
+    )
     r = cli("rebase", "-r", "toy", "--work", str(work.root), "--onto", f"sdist:0.3.35:{SHA35}", cwd=proj, check=False)
     assert r.returncode == 1, r.stderr
     data = rebase_json(work, "toy-maint36", V35)
@@ -212,8 +257,15 @@ def test_upstream_patch_detected_and_write(base, base35, work, toy_project, cli,
     agents36 = blob(work, V36, "AGENTS.md")
     assert agents36 != blob(work, V35, "AGENTS.md")
     p1 = make_patch(work, V35, {"AGENTS.md": agents36}, "docs: AGENTS.md as upstream has it")
-    p2 = make_patch(work, V35, replace(work, V35, "ggml/src/ggml-cuda/acc.cu", ('#include "acc.cuh"', '// toy\n#include "acc.cuh"')), "toy: acc comment")
-    recipe = TOY35 + """
+    p2 = make_patch(
+        work,
+        V35,
+        replace(work, V35, "ggml/src/ggml-cuda/acc.cu", ('#include "acc.cuh"', '// toy\n#include "acc.cuh"')),
+        "toy: acc comment",
+    )
+    recipe = (
+        TOY35
+        + """
 [[series]]
 file = "patches/0001-agents.patch"
 
@@ -228,8 +280,21 @@ Two toy patches.
 file = "this is prose, not a table"
 '''
 """
+    )
     proj = toy_project(recipe, {"patches/0001-agents.patch": p1, "patches/0002-acc.patch": p2})
-    r = cli("rebase", "-r", "toy", "--work", str(work.root), "--onto", "sdist:0.3.36", "--sha256", SHA36, "--write", cwd=proj)
+    r = cli(
+        "rebase",
+        "-r",
+        "toy",
+        "--work",
+        str(work.root),
+        "--onto",
+        "sdist:0.3.36",
+        "--sha256",
+        SHA36,
+        "--write",
+        cwd=proj,
+    )
     data = rebase_json(work, "toy-maint35", V36)
     assert [p["status"] for p in data["patches"]] == ["upstream", "clean"]
     assert data["ok"] and data["written"]["dropped"] == ["patches/0001-agents.patch"]
@@ -246,9 +311,14 @@ file = "this is prose, not a table"
     # the user's patches are untouched; the new one is the commit made on 0.3.36, re-exported
     assert (proj / "patches" / "0002-acc.patch").read_text() == p2
     new_patch = proj / f"patches-{short}" / "0002-acc.patch"
-    assert new_patch.read_bytes() == maintain.export_patch(maintain.trial_tree(work, parse_recipe(recipe, proj / "recipes" / "toy.toml")), data["patches"][1]["commit"])
+    assert new_patch.read_bytes() == maintain.export_patch(
+        maintain.trial_tree(work, parse_recipe(recipe, proj / "recipes" / "toy.toml")), data["patches"][1]["commit"]
+    )
     text = new_patch.read_text()
-    assert text.startswith("From 0000000000000000000000000000000000000000 ") and "Subject: [PATCH] toy: acc comment" in text
+    assert (
+        text.startswith("From 0000000000000000000000000000000000000000 ")
+        and "Subject: [PATCH] toy: acc comment" in text
+    )
     # and it applies to the new base
     tree = maintain.trial_tree(work, parse_recipe(recipe, proj / "recipes" / "toy.toml"))
     wt = git.Repo(tree)
@@ -270,9 +340,12 @@ def test_refresh_is_byte_identical_then_rewrites_only_the_edited_patch(base, wor
     tree = work.variants(name) / "+0001+0002"
     wt = git.Repo(tree)
     f = tree / FATTN
-    f.write_text(f.read_text().replace("#include \"common.cuh\"", "// refreshed edit\n#include \"common.cuh\"", 1))
+    f.write_text(f.read_text().replace('#include "common.cuh"', '// refreshed edit\n#include "common.cuh"', 1))
     wt.git.add(FATTN)
-    wt.git.execute(["git", "commit", "-q", "--amend", "--no-edit"], env={**os.environ, "GIT_COMMITTER_NAME": "me", "GIT_COMMITTER_EMAIL": "me@x"})
+    wt.git.execute(
+        ["git", "commit", "-q", "--amend", "--no-edit"],
+        env={**os.environ, "GIT_COMMITTER_NAME": "me", "GIT_COMMITTER_EMAIL": "me@x"},
+    )
     edited_head = wt.git.rev_parse("HEAD")
     r = cli("refresh", *w, cwd=proj)
     assert "updated: patches/0002-cuda-fattn-mma-hs256-8col-nbatch-fa-32.patch" in r.stdout
@@ -334,10 +407,32 @@ def test_rebase_build_reports_each_prefix(base, base35, work, toy_project, cli, 
     """--build goes through the ordinary build code for the new base and every prefix; a build that
     fails is reported per variant (here at configure time, with a compiler that does not exist, so
     that the test does not compile llama.cpp)."""
-    p1 = make_patch(work, V36, replace(work, V36, "ggml/src/ggml-cuda/acc.cu", ('#include "acc.cuh"', '// toy\n#include "acc.cuh"')), "toy: acc")
-    recipe = TOY36.replace('name = "toy-maint36"', 'name = "toy-maint-build"') + '\n[[series]]\nfile = "patches/0001-toy.patch"\n'
+    p1 = make_patch(
+        work,
+        V36,
+        replace(work, V36, "ggml/src/ggml-cuda/acc.cu", ('#include "acc.cuh"', '// toy\n#include "acc.cuh"')),
+        "toy: acc",
+    )
+    recipe = (
+        TOY36.replace('name = "toy-maint36"', 'name = "toy-maint-build"')
+        + '\n[[series]]\nfile = "patches/0001-toy.patch"\n'
+    )
     proj = toy_project(recipe, {"patches/0001-toy.patch": p1})
-    r = cli("rebase", "-r", "toy", "--work", str(work.root), "--offline", "--onto", f"sdist:0.3.35:{SHA35}", "--build", "-D", "CMAKE_C_COMPILER=/nonexistent/cc", cwd=proj, check=False)
+    r = cli(
+        "rebase",
+        "-r",
+        "toy",
+        "--work",
+        str(work.root),
+        "--offline",
+        "--onto",
+        f"sdist:0.3.35:{SHA35}",
+        "--build",
+        "-D",
+        "CMAKE_C_COMPILER=/nonexistent/cc",
+        cwd=proj,
+        check=False,
+    )
     assert r.returncode == 1, r.stderr
     data = rebase_json(work, "toy-maint-build", V35)
     assert data["build"]["backend"] == "cpu"  # CPU unless --backend cuda

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import parse, run as run_mod
+from patchkit import parse
+from patchkit import run as run_mod
 from patchkit.model import SyntheticModelSpec, describe, write_synthetic_gguf
 
 pytestmark = pytest.mark.integration
@@ -45,8 +46,9 @@ def model(tmp_path_factory) -> Path:
 
 
 def run(argv: list) -> subprocess.CompletedProcess:
-    r = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=TIMEOUT,
-                       stdin=subprocess.DEVNULL)
+    r = subprocess.run(
+        [str(a) for a in argv], capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL
+    )
     assert r.returncode == 0, f"{argv[0]} exited {r.returncode}\n--- stderr tail:\n{r.stderr[-4000:]}"
     return r
 
@@ -59,13 +61,36 @@ def run_whole(argv: list) -> subprocess.CompletedProcess:
         r = run(argv)
         if parse.completion_finished(r.stderr):
             return r
-    raise AssertionError(f"{argv[0]}: output cut short in {run_mod.ATTEMPTS} runs\n--- stderr tail:\n{r.stderr[-3000:]}")
+    raise AssertionError(
+        f"{argv[0]}: output cut short in {run_mod.ATTEMPTS} runs\n--- stderr tail:\n{r.stderr[-3000:]}"
+    )
 
 
 def test_llama_bench_decodes_with_quantized_kv(bin_dir, model):
     n_gen = 4
-    r = run([bin_dir / "llama-bench", "-m", model, "-p", "0", "-n", n_gen, "-r", "1",
-             "-fa", "1", "-ctk", "q4_0", "-ctv", "q4_0", "-t", THREADS, "-o", "json"])
+    r = run(
+        [
+            bin_dir / "llama-bench",
+            "-m",
+            model,
+            "-p",
+            "0",
+            "-n",
+            n_gen,
+            "-r",
+            "1",
+            "-fa",
+            "1",
+            "-ctk",
+            "q4_0",
+            "-ctv",
+            "q4_0",
+            "-t",
+            THREADS,
+            "-o",
+            "json",
+        ]
+    )
     rows = json.loads(r.stdout)
     assert len(rows) == 1, rows
     row = rows[0]
@@ -83,9 +108,31 @@ def test_llama_completion_generates_and_loads_cleanly(bin_dir, model):
     # -c 256: the model's own context (131072) would allocate GiBs of KV cache for nothing.
     # --ignore-eos: random weights may well pick </s>; the test is about producing n tokens.
     # -lv 4: the load log (print_info, vocab) is logged at this verbosity, warnings too.
-    r = run_whole([bin_dir / "llama-completion", "-m", model, "-p", prompt, "-n", n_predict, "--temp", "0",
-             "-no-cnv", "-c", "256", "-t", THREADS, "-s", "0", "--ignore-eos", "-lv", "4",
-             "--log-colors", "off"])
+    r = run_whole(
+        [
+            bin_dir / "llama-completion",
+            "-m",
+            model,
+            "-p",
+            prompt,
+            "-n",
+            n_predict,
+            "--temp",
+            "0",
+            "-no-cnv",
+            "-c",
+            "256",
+            "-t",
+            THREADS,
+            "-s",
+            "0",
+            "--ignore-eos",
+            "-lv",
+            "4",
+            "--log-colors",
+            "off",
+        ]
+    )
     log = r.stderr
 
     # the prompt round-trips through the tokenizer (SPM adds a leading space) and text follows it
@@ -98,9 +145,17 @@ def test_llama_completion_generates_and_loads_cleanly(bin_dir, model):
     assert int(m.group(1)) == n_predict - 1
 
     # the attention geometry llama.cpp saw: key_length honoured, GQA 6
-    for key, value in [("n_head", "24"), ("n_head_kv", "4"), ("n_embd_head_k", "256"),
-                       ("n_embd_head_v", "256"), ("n_rot", "256"), ("n_gqa", "6"),
-                       ("n_ctx_train", "131072"), ("vocab type", "SPM"), ("n_vocab", "512")]:
+    for key, value in [
+        ("n_head", "24"),
+        ("n_head_kv", "4"),
+        ("n_embd_head_k", "256"),
+        ("n_embd_head_v", "256"),
+        ("n_rot", "256"),
+        ("n_gqa", "6"),
+        ("n_ctx_train", "131072"),
+        ("vocab type", "SPM"),
+        ("n_vocab", "512"),
+    ]:
         assert re.search(rf"print_info: {key}\s+= {value}\b", log), f"{key} != {value} in load log"
     assert re.search(r"LF token\s+= 13 '<0x0A>'", log)
 

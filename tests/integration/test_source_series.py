@@ -80,7 +80,13 @@ def _make_patch(work, base, tmp: Path, edit, subject: str) -> str:
     wt = git.Repo(wt_path)
     edit(wt_path)
     wt.git.add("-A")
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
     wt.git.execute(["git", "commit", "-q", "-m", subject], env=env)
     text = wt.git.format_patch("--stdout", "-1", "HEAD")
     repo.git.worktree("remove", "--force", str(wt_path))
@@ -98,8 +104,20 @@ def _replace(rel: str, old: str, new: str):
 
 
 def test_apply_reports_the_failing_hunk_and_keeps_other_variants(work, base, toy_project, cli, tmp_path):
-    good = _make_patch(work, base, tmp_path, _replace("ggml/src/ggml-cpu/ops.cpp", "#include", "// patchkit toy patch\n#include"), "ggml-cpu: toy comment")
-    broken_src = _make_patch(work, base, tmp_path, _replace("ggml/src/ggml.c", "#include", "// second toy patch\n#include"), "ggml: second toy")
+    good = _make_patch(
+        work,
+        base,
+        tmp_path,
+        _replace("ggml/src/ggml-cpu/ops.cpp", "#include", "// patchkit toy patch\n#include"),
+        "ggml-cpu: toy comment",
+    )
+    broken_src = _make_patch(
+        work,
+        base,
+        tmp_path,
+        _replace("ggml/src/ggml.c", "#include", "// second toy patch\n#include"),
+        "ggml: second toy",
+    )
     # damage the context of the second patch's only hunk so it cannot apply, not even 3-way
     lines = broken_src.splitlines(keepends=True)
     at = next(i for i, ln in enumerate(lines) if ln.startswith("@@"))
@@ -107,14 +125,20 @@ def test_apply_reports_the_failing_hunk_and_keeps_other_variants(work, base, toy
     lines[ctx_i] = " this context line does not exist upstream\n"
     broken = "".join(lines).replace("index ", "index 0000000..0000000 100644\nX-", 0)
     # the blob ids in the index line let -3 find the original; point them at nothing
-    broken = "\n".join(ln if not ln.startswith("index ") else "index 1111111..2222222 100644" for ln in broken.splitlines()) + "\n"
-    recipe = TOY_BASE + """
+    broken = (
+        "\n".join(ln if not ln.startswith("index ") else "index 1111111..2222222 100644" for ln in broken.splitlines())
+        + "\n"
+    )
+    recipe = (
+        TOY_BASE
+        + """
 [[series]]
 file = "patches/0001-good.patch"
 
 [[series]]
 file = "patches/0002-broken.patch"
 """
+    )
     proj = toy_project(recipe, {"patches/0001-good.patch": good, "patches/0002-broken.patch": broken})
     ws = copy_cache(work, tmp_path / "w")
     r = cli("apply", "-r", "toy", "--work", str(ws.root), "--offline", cwd=proj, check=False)
@@ -134,7 +158,9 @@ file = "patches/0002-broken.patch"
 
 
 def test_apply_refuses_a_dirty_variant_unless_forced(work, base, toy_project, cli, tmp_path):
-    good = _make_patch(work, base, tmp_path, _replace("ggml/src/ggml-cpu/ops.cpp", "#include", "// toy\n#include"), "toy")
+    good = _make_patch(
+        work, base, tmp_path, _replace("ggml/src/ggml-cpu/ops.cpp", "#include", "// toy\n#include"), "toy"
+    )
     proj = toy_project(TOY_BASE + '\n[[series]]\nfile = "patches/0001-toy.patch"\n', {"patches/0001-toy.patch": good})
     ws = copy_cache(work, tmp_path / "w")
     cli("apply", "-r", "toy", "--work", str(ws.root), "--offline", cwd=proj)

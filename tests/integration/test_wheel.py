@@ -35,6 +35,7 @@ VARIANT = "+0001+0002"
 UPSTREAM = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
 N_GEN = 6
 
+
 def _wheel_path(stdout: str) -> Path:
     m = re.search(r"^wheel(?: up to date)?: (.+\.whl)$", stdout, re.MULTILINE)
     assert m, stdout
@@ -50,8 +51,16 @@ def test_version_label_is_pep440_local():
 
 
 def test_sdist_is_extracted_without_its_vendored_tree():
-    names = ["p-1", "p-1/pyproject.toml", "p-1/llama_cpp/__init__.py", "p-1/.git/HEAD", "p-1/vendor",
-             "p-1/vendor/llama.cpp", "p-1/vendor/llama.cpp/CMakeLists.txt", "p-1/vendor/other/x.c"]  # fmt: skip
+    names = [
+        "p-1",
+        "p-1/pyproject.toml",
+        "p-1/llama_cpp/__init__.py",
+        "p-1/.git/HEAD",
+        "p-1/vendor",
+        "p-1/vendor/llama.cpp",
+        "p-1/vendor/llama.cpp/CMakeLists.txt",
+        "p-1/vendor/other/x.c",
+    ]
     assert source.keep_prefixes(names, "p-1", "vendor/llama.cpp") == ("llama_cpp", "pyproject.toml", "vendor/other")
 
 
@@ -91,11 +100,17 @@ def test_project_archive_alone_serves_offline_and_is_checked(work, base, default
 
     with open(dst, "ab") as f:
         f.write(b"x")
-    with pytest.raises(FetchError, match=rf"{re.escape(str(dst))}: sha256 [0-9a-f]{{64}} is not the {json.loads(record.read_text())['sha256']} recorded"):
+    with pytest.raises(
+        FetchError,
+        match=rf"{re.escape(str(dst))}: sha256 [0-9a-f]{{64}} is not the {json.loads(record.read_text())['sha256']} recorded",
+    ):
         source.sdist_project(sd, ws, offline=True)
     shutil.copy(path, dst)
     other = dataclasses.replace(sd, sha256="0" * 64)
-    with pytest.raises(FetchError, match=rf"{re.escape(str(dst_rec))}: cut from another sdist \(sha256 {sd.sha256}\), not the recipe's 0{{64}}"):
+    with pytest.raises(
+        FetchError,
+        match=rf"{re.escape(str(dst_rec))}: cut from another sdist \(sha256 {sd.sha256}\), not the recipe's 0{{64}}",
+    ):
         source.sdist_project(other, ws, offline=True)
 
 
@@ -112,11 +127,17 @@ def test_wheel_check_environment_sees_a_parent_virtualenv(tmp_path):
         "print(site.getsitepackages()[0])\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    r = subprocess.run([parent / "bin" / "python", "-c", code, tmp_path / "child"], check=True, capture_output=True, text=True, env=env)
+    r = subprocess.run(
+        [parent / "bin" / "python", "-c", code, tmp_path / "child"], check=True, capture_output=True, text=True, env=env
+    )
     parent_site = r.stdout.strip().splitlines()[-1]
     assert parent_site.startswith(str(parent))
-    path = subprocess.run([tmp_path / "child" / "bin" / "python", "-c", "import sys; print('\\n'.join(sys.path))"],
-                          check=True, capture_output=True, text=True).stdout.splitlines()  # fmt: skip
+    path = subprocess.run(
+        [tmp_path / "child" / "bin" / "python", "-c", "import sys; print('\\n'.join(sys.path))"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.splitlines()
     assert parent_site in path
     own = [p for p in path if p.startswith(str(tmp_path / "child")) and p.endswith("site-packages")]
     assert own and path.index(own[0]) < path.index(parent_site)
@@ -133,7 +154,9 @@ def test_cpu_wheel_installs_and_generates(work, cli, default_recipe, tmp_path):
     r = cli(*args, env={"CMAKE_BUILD_PARALLEL_LEVEL": "2"})
     whl = _wheel_path(r.stdout)
     assert whl.is_file()
-    assert re.fullmatch(r"llama_cpp_python-0\.3\.36\+pk\.0c1e5709\.p0001\.p0002\.cpu-py3-none-[a-z0-9_]+\.whl", whl.name), whl.name
+    assert re.fullmatch(
+        r"llama_cpp_python-0\.3\.36\+pk\.0c1e5709\.p0001\.p0002\.cpu-py3-none-[a-z0-9_]+\.whl", whl.name
+    ), whl.name
     if "up to date" not in r.stdout:
         assert re.search(r"^built in \d+ s", r.stdout, re.MULTILINE), r.stdout
     with zipfile.ZipFile(whl) as z:
@@ -153,7 +176,9 @@ def test_cpu_wheel_installs_and_generates(work, cli, default_recipe, tmp_path):
     assert got["ok"] is True
 
     # the installed package is the wheel's, not something else on the path
-    assert "/wheels/.tmp/check-" in got["file"] and got["file"].endswith("/site-packages/llama_cpp/__init__.py"), got["file"]
+    assert "/wheels/.tmp/check-" in got["file"] and got["file"].endswith("/site-packages/llama_cpp/__init__.py"), got[
+        "file"
+    ]
     assert got["version"] == "0.3.36+pk.0c1e5709.p0001.p0002.cpu"
     assert len(got["tokens"]) == N_GEN and all(0 <= t < wheel_check.SMOKE_MODEL["n_vocab"] for t in got["tokens"])
     assert got["flash_attn"] == 1 and got["type_k"] == got["type_v"] == 2  # enabled, GGML_TYPE_Q4_0
@@ -162,7 +187,9 @@ def test_cpu_wheel_installs_and_generates(work, cli, default_recipe, tmp_path):
 
     info = wheel.read_wheel_info(whl)
     assert info["wheel_key"] == got["wheel_key"]
-    state = json.loads(series.state_path(work, default_recipe, series.plan_variants(default_recipe, only=(VARIANT,))[0]).read_text())
+    state = json.loads(
+        series.state_path(work, default_recipe, series.plan_variants(default_recipe, only=(VARIANT,))[0]).read_text()
+    )
     assert info["variant"] == VARIANT and info["recipe"] == default_recipe.name
     assert info["base"]["commit"] == UPSTREAM and info["head"] == state["head"]
     assert info["variant_key"] == state["key"]

@@ -17,7 +17,10 @@ FAILED: src/CMakeFiles/llama.dir/llama.cpp.o
 
 
 def test_first_compiler_error_nvcc_and_gcc():
-    assert first_compiler_error(NVCC) == '/src/ggml/src/ggml-cuda/fattn-mma-f16.cuh:630: zero-sized variable "KQ_C" is not allowed in device code'
+    assert (
+        first_compiler_error(NVCC)
+        == '/src/ggml/src/ggml-cuda/fattn-mma-f16.cuh:630: zero-sized variable "KQ_C" is not allowed in device code'
+    )
     assert first_compiler_error(GCC) == "/src/llama.cpp:12: 'foo' was not declared in this scope"
     assert first_compiler_error("[1/1] Linking\n") is None
 
@@ -64,7 +67,11 @@ diff --git a/b.h b/b.h
 
 def test_patch_hunks_subject_and_body():
     hs = parse_hunks(PATCH)
-    assert [(h.file, h.index, h.old_start) for h in hs] == [("ggml/src/a.cu", 1, 10), ("ggml/src/a.cu", 2, 40), ("b.h", 1, 1)]
+    assert [(h.file, h.index, h.old_start) for h in hs] == [
+        ("ggml/src/a.cu", 1, 10),
+        ("ggml/src/a.cu", 2, 40),
+        ("b.h", 1, 1),
+    ]
     assert patch_subject(PATCH) == "cuda: a long subject that git folded onto a second line"
     assert patch_body(PATCH) == "Body line one.\n\nBody line two."
 
@@ -72,5 +79,8 @@ def test_patch_hunks_subject_and_body():
 def test_describe_failure_names_file_and_hunk(tmp_path):
     p = tmp_path / "x.patch"
     p.write_text(PATCH)
-    assert describe_failure(p, "error: patch failed: ggml/src/a.cu:40\nerror: ggml/src/a.cu: patch does not apply") == "file ggml/src/a.cu, hunk #2 (@@ -40,2 +40,2 @@)"
+    assert (
+        describe_failure(p, "error: patch failed: ggml/src/a.cu:40\nerror: ggml/src/a.cu: patch does not apply")
+        == "file ggml/src/a.cu, hunk #2 (@@ -40,2 +40,2 @@)"
+    )
     assert describe_failure(p, "CONFLICT (content): Merge conflict in b.h") == "file b.h, hunks #1"

@@ -43,7 +43,9 @@ def test_a_finished_first_run_is_not_repeated(tmp_path):
 
 def test_cut_short_every_time_is_a_reason_not_a_difference(tmp_path):
     names = ["gen-d0-p1-base"] + [f"gen-d0-p1-base-try{i}" for i in range(2, run.ATTEMPTS + 1)]
-    b = _bundle(tmp_path, {n: "gen_cut_short.log" for n in names})
+    b = _bundle(tmp_path, dict.fromkeys(names, "gen_cut_short.log"))
     logs: list[str] = []
     text, why, _, _ = _gen(b, logs)
-    assert text is None and "cut short in 3 runs (no closing common_perf_print lines" in why and len(logs) == run.ATTEMPTS
+    assert (
+        text is None and "cut short in 3 runs (no closing common_perf_print lines" in why and len(logs) == run.ATTEMPTS
+    )

@@ -27,7 +27,9 @@ def test_test_console_with_interleaved_logs():
     assert cuda.status == "ok" and (cuda.tests_passed, cuda.tests_total) == (3982, 3982)
     assert cuda.n_not_supported == 1326 and cuda.n_fail == 0
     assert run.backend("CPU").status == "skipped"
-    case = next(c for c in cuda.cases if c.params.startswith("hsk=96,hsv=64,nh=4,nr23=[1,1],kv=113,nb=75,mask=0,sinks=0,"))
+    case = next(
+        c for c in cuda.cases if c.params.startswith("hsk=96,hsv=64,nh=4,nr23=[1,1],kv=113,nb=75,mask=0,sinks=0,")
+    )
     assert case.status == "not_supported"
 
 

@@ -56,14 +56,24 @@ def _prose_and_rest(text: str) -> str:
 def test_rewrite_recipe_onto_another_sdist_keeps_prose_and_comments():
     text = _default_text()
     base = Base(
-        source="sdist", upstream=f"ggml-org/llama.cpp@{SHA_B}", git=GitBase(url="https://github.com/ggml-org/llama.cpp.git", commit=SHA_B),
-        sdist=SdistBase(name="llama-cpp-python", version="0.3.35", sha256="c" * 64), prune=("models",),
-    )  # fmt: skip
-    files = {p: p.replace("patches/", "patches-bbbbbbbbbbbb/", 1) for p in (
-        "patches/0001-cuda-mma-fattn-gqa-quantized-kv.patch", "patches/0002-cuda-fattn-mma-hs256-8col-nbatch-fa-32.patch",
-        "patches/local/0001-tests-fattn-perf-cases-seed-shapes.patch")}  # fmt: skip
+        source="sdist",
+        upstream=f"ggml-org/llama.cpp@{SHA_B}",
+        git=GitBase(url="https://github.com/ggml-org/llama.cpp.git", commit=SHA_B),
+        sdist=SdistBase(name="llama-cpp-python", version="0.3.35", sha256="c" * 64),
+        prune=("models",),
+    )
+    files = {
+        p: p.replace("patches/", "patches-bbbbbbbbbbbb/", 1)
+        for p in (
+            "patches/0001-cuda-mma-fattn-gqa-quantized-kv.patch",
+            "patches/0002-cuda-fattn-mma-hs256-8col-nbatch-fa-32.patch",
+            "patches/local/0001-tests-fattn-perf-cases-seed-shapes.patch",
+        )
+    }
     prov = {"sha256_from": "index", "index_url": "https://pypi.org/simple/llama-cpp-python/"}
-    out = maintain.rewrite_recipe(text, name="seed-fattn-bbbbbbbbbbbb", base=base, files=files, dropped={}, note="Rebased for a test.", prov=prov)
+    out = maintain.rewrite_recipe(
+        text, name="seed-fattn-bbbbbbbbbbbb", base=base, files=files, dropped={}, note="Rebased for a test.", prov=prov
+    )
     r = parse_recipe(out, Path("recipes/x.toml"), root=ROOT)
     orig = parse_recipe(text, Path("recipes/default.toml"), root=ROOT)
     assert r.name == "seed-fattn-bbbbbbbbbbbb"
@@ -80,22 +90,39 @@ def test_rewrite_recipe_onto_another_sdist_keeps_prose_and_comments():
     sha_line = next(i for i, ln in enumerate(lines) if ln.startswith("sha256 = "))
     assert "JSON simple API" in lines[sha_line - 1] and "pypi.org/simple/llama-cpp-python" in lines[sha_line - 1]
     # a second rewrite of the rewritten recipe does not pile up provenance comments
-    again = maintain.rewrite_recipe(out, name="seed-fattn-bbbbbbbbbbbb", base=base, files={}, dropped={}, note="x", prov=prov)
+    again = maintain.rewrite_recipe(
+        out, name="seed-fattn-bbbbbbbbbbbb", base=base, files={}, dropped={}, note="x", prov=prov
+    )
     assert again.count("JSON simple API") == 1
 
 
 def test_rewrite_recipe_onto_a_git_commit_drops_the_sdist_and_upstream_patches():
     text = _default_text()
-    base = Base(source="git", upstream=f"ggml-org/llama.cpp@{SHA_B}", git=GitBase(url="https://example.invalid/llama.cpp.git", commit=SHA_B))
+    base = Base(
+        source="git",
+        upstream=f"ggml-org/llama.cpp@{SHA_B}",
+        git=GitBase(url="https://example.invalid/llama.cpp.git", commit=SHA_B),
+    )
     dropped = {"patches/0001-cuda-mma-fattn-gqa-quantized-kv.patch": "0001"}
-    files = {"patches/0002-cuda-fattn-mma-hs256-8col-nbatch-fa-32.patch": "patches-b/0002.patch", "patches/local/0001-tests-fattn-perf-cases-seed-shapes.patch": "patches-b/local/0001.patch"}
+    files = {
+        "patches/0002-cuda-fattn-mma-hs256-8col-nbatch-fa-32.patch": "patches-b/0002.patch",
+        "patches/local/0001-tests-fattn-perf-cases-seed-shapes.patch": "patches-b/local/0001.patch",
+    }
     out = maintain.rewrite_recipe(text, name="n", base=base, files=files, dropped=dropped, note="n", prov={})
     r = parse_recipe(out, Path("recipes/n.toml"), root=ROOT)
-    assert r.base.route == "git" and r.base.sdist is None and r.base.git.url == "https://example.invalid/llama.cpp.git" and r.base.git.commit == SHA_B
+    assert (
+        r.base.route == "git"
+        and r.base.sdist is None
+        and r.base.git.url == "https://example.invalid/llama.cpp.git"
+        and r.base.git.commit == SHA_B
+    )
     assert [p.file for p in r.series] == ["patches-b/0002.patch", "patches-b/local/0001.patch"]
     assert r.series[0].depends_on == ()  # 0001 is upstream now
     assert r.series[0].key == "0002"
-    assert "# already upstream in the new base" in out and '# file = "patches/0001-cuda-mma-fattn-gqa-quantized-kv.patch"' in out
+    assert (
+        "# already upstream in the new base" in out
+        and '# file = "patches/0001-cuda-mma-fattn-gqa-quantized-kv.patch"' in out
+    )
     assert '# version = "0.3.36"' in out  # the old sdist is there, commented out, not lost
 
 
@@ -124,7 +151,15 @@ file = "patches/0001-a.patch"
 notes = ['a # not a comment', "b"]
 '''.replace("SHA_A", SHA_A)
     base = Base(source="git", upstream="o/r@" + SHA_B, git=GitBase(url="u", commit=SHA_B))
-    out = maintain.rewrite_recipe(text, name="t2", base=base, files={"patches/0001-a.patch": "patches-z/0001-a.patch"}, dropped={"x": "x"}, note="n", prov={})
+    out = maintain.rewrite_recipe(
+        text,
+        name="t2",
+        base=base,
+        files={"patches/0001-a.patch": "patches-z/0001-a.patch"},
+        dropped={"x": "x"},
+        note="n",
+        prov={},
+    )
     assert f'upstream = "o/r@{SHA_B}"  # a comment that stays' in out
     assert out.count('file = "patches/0001-a.patch"') == 1  # the one inside the prose
     assert 'file = "patches-z/0001-a.patch"' in out
@@ -162,7 +197,7 @@ index 0000000..3333333
 @@ -0,0 +1 @@
 +new
 \\ No newline at end of file
--- 
+--
 2.39.5
 
 """
@@ -183,9 +218,21 @@ def test_split_hunks_gives_standalone_patches():
 
 
 def _run(cwd: Path, *args: str, input: bytes | None = None) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
-           "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+0000", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+0000", **maintain.NEUTRAL_GIT_ENV}  # fmt: skip
-    return subprocess.run(["git", *args], cwd=cwd, env=env, input=input, capture_output=True, check=True).stdout.decode().strip()
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+        "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+0000",
+        "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+0000",
+        **maintain.NEUTRAL_GIT_ENV,
+    }
+    return (
+        subprocess.run(["git", *args], cwd=cwd, env=env, input=input, capture_output=True, check=True)
+        .stdout.decode()
+        .strip()
+    )
 
 
 def _lines(n: int, **changed: str) -> str:
@@ -216,7 +263,14 @@ def tiny(tmp_path):
         _run(src, "commit", "-q", "-am", f"toy {name}")
         p = tmp_path / "patches" / f"{name}.patch"
         p.parent.mkdir(exist_ok=True)
-        p.write_bytes(subprocess.run(["git", "format-patch", *maintain.FORMAT_PATCH_OPTS, "--stdout", "-1", "HEAD"], cwd=src, capture_output=True, check=True).stdout)
+        p.write_bytes(
+            subprocess.run(
+                ["git", "format-patch", *maintain.FORMAT_PATCH_OPTS, "--stdout", "-1", "HEAD"],
+                cwd=src,
+                capture_output=True,
+                check=True,
+            ).stdout
+        )
         patches[name] = p
     _run(src, "checkout", "-q", "--detach", a)
     (src / "f.txt").write_text(_lines(30, l10="line 10 theirs", l25="line 25 upstream"))
@@ -256,7 +310,10 @@ def test_trial_classifies_every_patch_and_goes_on_after_a_conflict(tiny):
     assert maintain.export_patch(tree, st["0004"].commit) == patches["0004-clean"].read_bytes()
     # the table names the hunk
     table = maintain.render_table("t", trial)
-    assert "f.txt hunk #1 (@@ -7,7 +7,7 @@ line 6)" in table and "summary: 1 clean, 1 3way, 1 upstream, 1 conflict" in table
+    assert (
+        "f.txt hunk #1 (@@ -7,7 +7,7 @@ line 6)" in table
+        and "summary: 1 clean, 1 3way, 1 upstream, 1 conflict" in table
+    )
 
 
 def test_range_diff_of_old_and_new_series(tiny):

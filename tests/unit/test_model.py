@@ -46,11 +46,18 @@ def tensors(reader) -> dict:
 
 # --- spec ----------------------------------------------------------------------------------------
 
+
 def test_defaults_are_the_real_attention_geometry():
     s = SyntheticModelSpec()
     assert (s.arch, s.n_layer, s.n_embd, s.n_head, s.n_head_kv, s.head_dim) == ("llama", 4, 1024, 24, 4, 256)
     assert (s.n_ff, s.n_vocab, s.context_length, s.rope_theta, s.weight_type, s.seed) == (
-        2048, 512, 131072, 1e6, "f16", 0)
+        2048,
+        512,
+        131072,
+        1e6,
+        "f16",
+        0,
+    )
     assert s.n_gqa == 6
     assert s.head_dim != s.n_embd // s.n_head  # the point: head dim is not n_embd / n_head
 
@@ -63,26 +70,29 @@ def test_spec_is_frozen_and_keyword_only():
         SyntheticModelSpec("llama")  # type: ignore[misc]
 
 
-@pytest.mark.parametrize("kwargs, field_name", [
-    (dict(n_head_kv=5), "n_head_kv"),            # 24 % 5 != 0
-    (dict(n_head=6, n_head_kv=4), "n_head_kv"),
-    (dict(n_vocab=MIN_VOCAB - 1), "n_vocab"),    # too small for the tokenizer
-    (dict(n_vocab=10**7), "n_vocab"),
-    (dict(weight_type="q4_k"), "weight_type"),
-    (dict(arch="gpt2"), "arch"),
-    (dict(head_dim=255), "head_dim"),            # RoPE needs an even head dim
-    (dict(n_layer=0), "n_layer"),
-    (dict(n_layer=True), "n_layer"),
-    (dict(n_embd=1024.0), "n_embd"),
-    (dict(n_ff=-1), "n_ff"),
-    (dict(context_length=0), "context_length"),
-    (dict(seed=-1), "seed"),
-    (dict(rope_theta=0.0), "rope_theta"),
-    (dict(rope_theta=float("nan")), "rope_theta"),
-    (dict(rope_theta="1e6"), "rope_theta"),
-    (dict(weight_type="q8_0", n_ff=1000), "n_ff"),   # q8_0 rows must be whole 32-blocks
-    (dict(weight_type="q8_0", n_embd=1000), "n_embd"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field_name",
+    [
+        (dict(n_head_kv=5), "n_head_kv"),  # 24 % 5 != 0
+        (dict(n_head=6, n_head_kv=4), "n_head_kv"),
+        (dict(n_vocab=MIN_VOCAB - 1), "n_vocab"),  # too small for the tokenizer
+        (dict(n_vocab=10**7), "n_vocab"),
+        (dict(weight_type="q4_k"), "weight_type"),
+        (dict(arch="gpt2"), "arch"),
+        (dict(head_dim=255), "head_dim"),  # RoPE needs an even head dim
+        (dict(n_layer=0), "n_layer"),
+        (dict(n_layer=True), "n_layer"),
+        (dict(n_embd=1024.0), "n_embd"),
+        (dict(n_ff=-1), "n_ff"),
+        (dict(context_length=0), "context_length"),
+        (dict(seed=-1), "seed"),
+        (dict(rope_theta=0.0), "rope_theta"),
+        (dict(rope_theta=float("nan")), "rope_theta"),
+        (dict(rope_theta="1e6"), "rope_theta"),
+        (dict(weight_type="q8_0", n_ff=1000), "n_ff"),  # q8_0 rows must be whole 32-blocks
+        (dict(weight_type="q8_0", n_embd=1000), "n_embd"),
+    ],
+)
 def test_invalid_specs_name_the_field(kwargs, field_name):
     with pytest.raises(RecipeError) as e:
         SyntheticModelSpec(**kwargs)
@@ -118,6 +128,7 @@ def test_spec_from_mapping_validates_values():
 
 # --- tokenizer -------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("n_vocab", [MIN_VOCAB, 512, 1000, 32000])
 def test_vocab_shape(n_vocab):
     tokens, scores, types = build_vocab(n_vocab)
@@ -139,6 +150,7 @@ def test_vocab_shape(n_vocab):
 
 
 # --- the written file --------------------------------------------------------------------------------
+
 
 def expected_tensors(s: SyntheticModelSpec) -> dict[str, tuple[int, ...]]:
     """name -> ggml ne (GGUFReader's shape order), written out independently of patchkit.model."""
@@ -248,10 +260,13 @@ def test_overwrites_existing_file(tmp_path):
     assert len(gguf.GGUFReader(p).tensors) == 3 + 9 * SMALL["n_layer"]
 
 
-@pytest.mark.parametrize("weight_type, qtype, file_type", [
-    ("f32", "F32", "ALL_F32"),
-    ("q8_0", "Q8_0", "MOSTLY_Q8_0"),
-])
+@pytest.mark.parametrize(
+    "weight_type, qtype, file_type",
+    [
+        ("f32", "F32", "ALL_F32"),
+        ("q8_0", "Q8_0", "MOSTLY_Q8_0"),
+    ],
+)
 def test_other_weight_types(tmp_path, weight_type, qtype, file_type):
     s = SyntheticModelSpec(**SMALL, weight_type=weight_type)
     p = write_synthetic_gguf(tmp_path / "m.gguf", s)
@@ -271,24 +286,34 @@ def test_other_weight_types(tmp_path, weight_type, qtype, file_type):
 
 # --- gguf import fallback (a real interpreter in which `import gguf` fails) ------------------------
 
+
 def run_without_gguf(tmp_path: Path, code: str) -> subprocess.CompletedProcess:
     blocker = tmp_path / "blocker"
     blocker.mkdir()
     (blocker / "gguf.py").write_text("raise ImportError('gguf blocked for this test')\n")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(blocker), str(REPO)]))
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_missing_gguf_is_a_one_line_error(tmp_path):
-    r = run_without_gguf(tmp_path, f"""
+    r = run_without_gguf(
+        tmp_path,
+        f"""
         from patchkit.errors import PatchkitError
         from patchkit.model import SyntheticModelSpec, write_synthetic_gguf
         try:
             write_synthetic_gguf("m.gguf", SyntheticModelSpec(**{SMALL!r}))
         except PatchkitError as e:
             print("ERR:" + str(e))
-        """)
+        """,
+    )
     assert r.returncode == 0, r.stderr
     assert "ERR:" in r.stdout and "pip install gguf" in r.stdout
     assert r.stdout.count("\n") == 1
@@ -300,12 +325,15 @@ def test_gguf_py_path_is_used_when_gguf_is_missing(tmp_path):
     gguf_py = tmp_path / "gguf-py"
     gguf_py.mkdir()
     (gguf_py / "gguf").symlink_to(Path(gguf.__file__).resolve().parent)
-    r = run_without_gguf(tmp_path, f"""
+    r = run_without_gguf(
+        tmp_path,
+        f"""
         from patchkit.model import SyntheticModelSpec, write_synthetic_gguf
         import sys
         p = write_synthetic_gguf("m.gguf", SyntheticModelSpec(**{SMALL!r}), gguf_py={str(gguf_py)!r})
         print("gguf from", sys.modules["gguf"].__file__)
-        """)
+        """,
+    )
     assert r.returncode == 0, r.stderr
     assert str(gguf_py) in r.stdout
     ref = write_synthetic_gguf(tmp_path / "ref.gguf", SyntheticModelSpec(**SMALL))
@@ -317,22 +345,28 @@ def test_llama_cpp_tree_root_is_accepted_as_gguf_py(tmp_path):
     tree = tmp_path / "llama.cpp"
     (tree / "gguf-py").mkdir(parents=True)
     (tree / "gguf-py" / "gguf").symlink_to(Path(gguf.__file__).resolve().parent)
-    r = run_without_gguf(tmp_path, f"""
+    r = run_without_gguf(
+        tmp_path,
+        f"""
         from patchkit.model import SyntheticModelSpec, write_synthetic_gguf
         write_synthetic_gguf("m.gguf", SyntheticModelSpec(**{SMALL!r}), gguf_py={str(tree)!r})
-        """)
+        """,
+    )
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "m.gguf").stat().st_size > 0
 
 
 def test_bad_gguf_py_path_is_an_error(tmp_path):
-    r = run_without_gguf(tmp_path, f"""
+    r = run_without_gguf(
+        tmp_path,
+        f"""
         from patchkit.errors import PatchkitError
         from patchkit.model import SyntheticModelSpec, write_synthetic_gguf
         try:
-            write_synthetic_gguf("m.gguf", SyntheticModelSpec(), gguf_py={str(tmp_path / 'nowhere')!r})
+            write_synthetic_gguf("m.gguf", SyntheticModelSpec(), gguf_py={str(tmp_path / "nowhere")!r})
         except PatchkitError as e:
             print("ERR:" + str(e))
-        """)
+        """,
+    )
     assert r.returncode == 0, r.stderr
     assert "ERR:" in r.stdout and "gguf" in r.stdout

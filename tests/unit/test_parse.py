@@ -12,11 +12,11 @@ import pytest
 
 from patchkit.errors import ParseError
 from patchkit.parse import (
-    completion_finished,
     BenchRecord,
     KernelLaunch,
     PerfRecord,
     TestRun,
+    completion_finished,
     parse_llama_bench_json,
     parse_llama_bench_jsonl,
     parse_ncu_csv,
@@ -47,6 +47,7 @@ def test_every_fixture_has_provenance_and_is_small():
 
 
 # ------------------------------------------------------------------------------ test-backend-ops test
+
 
 def test_console_real_cpu_run():
     run = parse_test_console(fixture("test_fa_cpu.txt"), "test_fa_cpu.txt")
@@ -254,9 +255,9 @@ def test_console_truncation_sweep_never_passes():
 
 def test_console_result_on_next_line():
     # grad mode: "  OP(params): " is flushed, stderr prints "Error in X: ...\n", then stdout "FAIL".
-    text, name = _failing_variant(fixture("test_fa_cpu.txt"), prefix=True)
+    text, _name = _failing_variant(fixture("test_fa_cpu.txt"), prefix=True)
     lines = text.split("\n")
-    head = lines[10][lines[10].index("  FLASH_ATTN_EXT("): lines[10].rindex(": ") + 2]
+    head = lines[10][lines[10].index("  FLASH_ATTN_EXT(") : lines[10].rindex(": ") + 2]
     lines[10:11] = [head + "Error in compute: backend failed", RED_FAIL]
     run = parse_test_console("\n".join(lines), "grad.log")
     (bad,) = [c for c in run.cases if c.status == "fail"]
@@ -264,13 +265,17 @@ def test_console_result_on_next_line():
 
 
 def test_console_metal_fa_vec_slice_lines():
-    text = fixture("test_fa_cpu.txt").replace(
-        "  36/36 tests passed\n",
-        "  36/36 tests passed\nRunning FA vec slice tests (env LLAMA_TEST_FA_VEC_DISABLE=1 to skip)\n"
-        "  FAIL fa_vec slice: dk=128 dv=128 Q=1 ne=4 type=f16 ne01=1 ne11=512 sinks=0\n"
-        "  fa_vec (Q,NE) slice: 96 cases run, 1 failed\n",
-    ).replace("  Backend CPU: " + GREEN_OK, "  Backend CPU: " + RED_FAIL).replace(
-        "1/1 backends passed\n" + GREEN_OK, "0/1 backends passed\n" + RED_FAIL)
+    text = (
+        fixture("test_fa_cpu.txt")
+        .replace(
+            "  36/36 tests passed\n",
+            "  36/36 tests passed\nRunning FA vec slice tests (env LLAMA_TEST_FA_VEC_DISABLE=1 to skip)\n"
+            "  FAIL fa_vec slice: dk=128 dv=128 Q=1 ne=4 type=f16 ne01=1 ne11=512 sinks=0\n"
+            "  fa_vec (Q,NE) slice: 96 cases run, 1 failed\n",
+        )
+        .replace("  Backend CPU: " + GREEN_OK, "  Backend CPU: " + RED_FAIL)
+        .replace("1/1 backends passed\n" + GREEN_OK, "0/1 backends passed\n" + RED_FAIL)
+    )
     run = parse_test_console(text, "metal.log")
     b = run.backends[0]
     assert (b.fa_vec_slice_run, b.fa_vec_slice_failed) == (96, 1)
@@ -278,6 +283,7 @@ def test_console_metal_fa_vec_slice_lines():
 
 
 # ------------------------------------------------------------------------------ test-backend-ops perf
+
 
 def test_perf_sql_real():
     recs = parse_perf_sql(fixture("perf_fa_cpu.sql.txt"), "perf.sql")
@@ -291,7 +297,7 @@ def test_perf_sql_real():
     assert r.extra["passed"] == 1 and r.extra["test_time"] == "2026-11-30T00:32:09Z"
     assert r.line == 20
     assert [x.n_runs for x in recs] == [5724, 1431, 717]
-    assert [("kv=%s," % k) in x.op_params for x, k in zip(recs, (128, 512, 1024))] == [True] * 3
+    assert [(f"kv={k},") in x.op_params for x, k in zip(recs, (128, 512, 1024))] == [True] * 3
     json.dumps([x.to_dict() for x in recs])
 
 
@@ -357,6 +363,7 @@ def test_perf_console_truncated_and_garbled():
 
 
 # ------------------------------------------------------------------------------------------- llama-bench
+
 
 def _check_bench(recs: list[BenchRecord]) -> None:
     assert len(recs) == 4 and all(isinstance(r, BenchRecord) for r in recs)
@@ -502,7 +509,7 @@ def test_summarize_kernels():
     assert rows[0].total_ns == 25024.0 and rows[1].total_ns == pytest.approx(2500.0)
     assert rows[0].share == pytest.approx(25024.0 / 27524.0)
     assert sum(r.share for r in rows) == pytest.approx(1.0)
-    name, count, total, share = rows[1]
+    _name, count, _total, _share = rows[1]
     assert count == 1
     assert summarize_kernels([]) == []
 

@@ -15,7 +15,12 @@ PY = sys.executable
 
 def test_exit_line_starts_a_line_after_output_without_newline(tmp_path):
     log = tmp_path / "a.log"
-    done = proc.run([PY, "-c", "import sys; sys.stdout.write('abc'); sys.stderr.write('err\\n')"], log=log, echo=False, separate_stderr=True)
+    done = proc.run(
+        [PY, "-c", "import sys; sys.stdout.write('abc'); sys.stderr.write('err\\n')"],
+        log=log,
+        echo=False,
+        separate_stderr=True,
+    )
     assert done.ok and done.stdout == "abc"
     lines = log.read_text().splitlines()
     assert lines[0].startswith("$ ") and lines[-1].startswith("# exit: 0, ")

@@ -28,9 +28,17 @@ class FakeGitHub:
             def _handle(self):
                 n = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(n) if n else b""
-                fake.requests.append({"method": self.command, "path": self.path, "headers": dict(self.headers),
-                                      "body": json.loads(raw) if raw else None})
-                status, answer = fake.answers.pop(0) if fake.answers else (200, {"number": 7, "html_url": "http://x/pull/7"})
+                fake.requests.append(
+                    {
+                        "method": self.command,
+                        "path": self.path,
+                        "headers": dict(self.headers),
+                        "body": json.loads(raw) if raw else None,
+                    }
+                )
+                status, answer = (
+                    fake.answers.pop(0) if fake.answers else (200, {"number": 7, "html_url": "http://x/pull/7"})
+                )
                 data = json.dumps(answer).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -84,21 +92,50 @@ def test_update_existing_pr_patches_the_body(gh, capsys):
 
 def test_create_pr_posts_title_head_base_body(gh, capsys):
     gh.answers.append((201, {"number": 99, "html_url": "http://x/pull/99"}))
-    res = publish("me/llama.cpp", "B" * 5000, title="cuda: smaller KV tile", head="me:fattn-tile", base="master", dry_run=False, api=gh.url)
+    res = publish(
+        "me/llama.cpp",
+        "B" * 5000,
+        title="cuda: smaller KV tile",
+        head="me:fattn-tile",
+        base="master",
+        dry_run=False,
+        api=gh.url,
+    )
     assert res["number"] == 99
     (r,) = gh.requests
     assert r["method"] == "POST" and r["path"] == "/repos/me/llama.cpp/pulls"
-    assert r["body"] == {"title": "cuda: smaller KV tile", "head": "me:fattn-tile", "base": "master", "body": "B" * 5000}
+    assert r["body"] == {
+        "title": "cuda: smaller KV tile",
+        "head": "me:fattn-tile",
+        "base": "master",
+        "body": "B" * 5000,
+    }
     _no_token(capsys)
 
 
 def test_422_is_one_line_with_status_and_github_message(gh, capsys):
-    gh.answers.append((422, {"message": "Validation Failed", "errors": [{"resource": "PullRequest", "code": "custom",
-                                                                         "message": "A pull request already exists for me:fattn-tile."}]}))
+    gh.answers.append(
+        (
+            422,
+            {
+                "message": "Validation Failed",
+                "errors": [
+                    {
+                        "resource": "PullRequest",
+                        "code": "custom",
+                        "message": "A pull request already exists for me:fattn-tile.",
+                    }
+                ],
+            },
+        )
+    )
     with pytest.raises(PatchkitError) as e:
         publish("me/llama.cpp", "body", title="T", head="me:fattn-tile", dry_run=False, api=gh.url)
     msg = str(e.value)
-    assert msg == "GitHub API POST /repos/me/llama.cpp/pulls: HTTP 422: Validation Failed: A pull request already exists for me:fattn-tile."
+    assert (
+        msg
+        == "GitHub API POST /repos/me/llama.cpp/pulls: HTTP 422: Validation Failed: A pull request already exists for me:fattn-tile."
+    )
     assert "\n" not in msg
     _no_token(capsys, msg, repr(e.value), str(e.value.__cause__), str(e.value.__context__))
 
@@ -114,7 +151,15 @@ def test_error_message_echoing_the_token_is_scrubbed(gh, capsys):
 def test_missing_token_names_the_variable(monkeypatch, capsys):
     monkeypatch.delenv("PK_TEST_TOKEN", raising=False)
     with pytest.raises(PatchkitError, match=r"^no GitHub token: set the environment variable PK_TEST_TOKEN$"):
-        publish("me/llama.cpp", "body", title="T", number=1, dry_run=False, api="http://127.0.0.1:9", token_env="PK_TEST_TOKEN")
+        publish(
+            "me/llama.cpp",
+            "body",
+            title="T",
+            number=1,
+            dry_run=False,
+            api="http://127.0.0.1:9",
+            token_env="PK_TEST_TOKEN",
+        )
 
 
 def test_dry_run_prints_and_sends_nothing(gh, capsys):
@@ -124,7 +169,13 @@ def test_dry_run_prints_and_sends_nothing(gh, capsys):
     assert f"would POST {gh.url}/repos/me/llama.cpp/pulls" in out
     assert "title: 'cuda: T'" in out and "body: 1234 characters" in out and "$GITHUB_TOKEN is set" in out
     assert TOKEN not in out
-    assert res == {"dry_run": True, "method": "POST", "url": f"{gh.url}/repos/me/llama.cpp/pulls", "title": "cuda: T", "body_length": 1234}
+    assert res == {
+        "dry_run": True,
+        "method": "POST",
+        "url": f"{gh.url}/repos/me/llama.cpp/pulls",
+        "title": "cuda: T",
+        "body_length": 1234,
+    }
 
 
 def test_connection_error_is_one_line_without_token(monkeypatch, capsys):
@@ -138,11 +189,14 @@ def test_connection_error_is_one_line_without_token(monkeypatch, capsys):
     _no_token(capsys, str(e.value))
 
 
-@pytest.mark.parametrize("kw, match", [
-    ({"repo": "not-a-repo", "number": 1}, "OWNER/NAME"),
-    ({"repo": "a/b"}, "give the head branch"),
-    ({"repo": "a/b", "head": "h", "title": ""}, "needs a title"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"repo": "not-a-repo", "number": 1}, "OWNER/NAME"),
+        ({"repo": "a/b"}, "give the head branch"),
+        ({"repo": "a/b", "head": "h", "title": ""}, "needs a title"),
+    ],
+)
 def test_bad_arguments(kw, match):
     repo = kw.pop("repo")
     kw.setdefault("title", "T")

@@ -36,7 +36,10 @@ def test_default_recipe_loads_with_its_series():
         (BASE.replace('sha256 = "832d', 'sha256 = "zz32d'), "base.sdist.sha256: expected 64 hex digits"),
         ("[base]\nsource = 'git'\n", "base.source is 'git' but there is no [base.git] table"),
         (BASE + "[[series]]\nfile = 'a.patch'\ndepends-on = ['0009']\n", "series[0].depends_on: unknown patch '0009'"),
-        (BASE + "[[series]]\nfile = '0001-a.patch'\ndepends-on = ['0002']\n[[series]]\nfile = '0002-b.patch'\n", "'0002' must come before '0001'"),
+        (
+            BASE + "[[series]]\nfile = '0001-a.patch'\ndepends-on = ['0002']\n[[series]]\nfile = '0002-b.patch'\n",
+            "'0002' must come before '0001'",
+        ),
         (BASE + "[build\n", "TOML syntax error"),
     ],
 )

@@ -34,9 +34,22 @@ BASE = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
 SHA1 = "1" * 64
 SHA2 = "2" * 64
 SHA_LOCAL = "3" * 64
-HEADINGS = ["# ", "## Overview", "## Additional information", "## Test results", "### Hardware and software", "### Builds",
-            "### test-backend-ops", "### Kernel timing", "### Kernel path", "### Decode", "### Numerics",
-            "### Per-patch attribution", "### Not tested", "## Requirements"]  # fmt: skip
+HEADINGS = [
+    "# ",
+    "## Overview",
+    "## Additional information",
+    "## Test results",
+    "### Hardware and software",
+    "### Builds",
+    "### test-backend-ops",
+    "### Kernel timing",
+    "### Kernel path",
+    "### Decode",
+    "### Numerics",
+    "### Per-patch attribution",
+    "### Not tested",
+    "## Requirements",
+]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -54,7 +67,9 @@ def _json_log(root: Path, name: str, command: str, obj: object) -> str:
     return _log(root, name, command, [json.dumps(obj, sort_keys=True)])
 
 
-def kernel_step(root: Path, samples: dict[str, dict[str, list[float]]], *, backend: str = "CUDA0", peak: float | None = 1000.0) -> dict:
+def kernel_step(
+    root: Path, samples: dict[str, dict[str, list[float]]], *, backend: str = "CUDA0", peak: float | None = 1000.0
+) -> dict:
     """samples: params -> label -> [time_us per round]; base#2 is the A/A copy. Logs: one SQL log per round and label."""
     labels = list(next(iter(samples.values())))
     rounds = len(next(iter(next(iter(samples.values())).values())))
@@ -65,8 +80,15 @@ def kernel_step(root: Path, samples: dict[str, dict[str, list[float]]], *, backe
                 "INSERT INTO test_backend_ops (backend_name, op_name, op_params, test_mode, supported, time_us, n_runs) "
                 f"VALUES ('{backend}', 'FLASH_ATTN_EXT', '{p}', 'perf', '1', '{by[lab][r]!r}', '100');"
                 for p, by in samples.items()
-            ]  # fmt: skip
-            logs.append(_log(root, f"perf-r{r + 1}-{lab.replace('#', '_aa')}", f"test-backend-ops perf -b {backend} --output sql", ins))
+            ]
+            logs.append(
+                _log(
+                    root,
+                    f"perf-r{r + 1}-{lab.replace('#', '_aa')}",
+                    f"test-backend-ops perf -b {backend} --output sql",
+                    ins,
+                )
+            )
     # recompute from the logs, as patchkit.run does
     got: dict[str, dict[str, list[float]]] = {}
     for lg in logs:
@@ -80,7 +102,12 @@ def kernel_step(root: Path, samples: dict[str, dict[str, list[float]]], *, backe
         for lab, xs in by.items():
             s = stats.summarize(xs)
             gbs = nbytes / (s.median * 1e-6) / 1e9 if nbytes else None
-            vs[lab] = {"samples_us": xs, **s.to_dict(), "gbs": gbs, "pct_peak": 100 * gbs / peak if gbs and peak else None}
+            vs[lab] = {
+                "samples_us": xs,
+                **s.to_dict(),
+                "gbs": gbs,
+                "pct_peak": 100 * gbs / peak if gbs and peak else None,
+            }
         aa_ratio = stats.ratio(by["base"], by["base#2"]).ratio if "base#2" in by else None
         if aa_ratio is not None:
             aa.append(aa_ratio)
@@ -92,18 +119,46 @@ def kernel_step(root: Path, samples: dict[str, dict[str, list[float]]], *, backe
             if lab != "base":
                 rr = stats.ratio(got[c["params"]]["base"], xs)
                 c["vs_base"][lab] = {**rr.to_dict(), "verdict": stats.verdict(rr, floor)}
-    return {"name": "bench:kernel", "status": "ok", "reason": "", "seconds": 12.0, "finished": "2026-11-30T01:00:00+00:00", "logs": logs,
-            "data": {"op": "FLASH_ATTN_EXT", "params": "hsk=256", "test_file": "", "rounds": rounds, "backend": backend, "peak_bw_gbs": peak,
-                     "labels": labels, "cases": cases, "noise_floor": floor}}  # fmt: skip
+    return {
+        "name": "bench:kernel",
+        "status": "ok",
+        "reason": "",
+        "seconds": 12.0,
+        "finished": "2026-11-30T01:00:00+00:00",
+        "logs": logs,
+        "data": {
+            "op": "FLASH_ATTN_EXT",
+            "params": "hsk=256",
+            "test_file": "",
+            "rounds": rounds,
+            "backend": backend,
+            "peak_bw_gbs": peak,
+            "labels": labels,
+            "cases": cases,
+            "noise_floor": floor,
+        },
+    }
 
 
 def _bench_record(depth: int, n_gen: int, ts: list[float], tk: str, tv: str) -> dict:
-    return {"model_type": "synthetic test model", "n_prompt": 0, "n_gen": n_gen, "n_depth": depth, "type_k": tk, "type_v": tv,
-            "flash_attn": 1, "avg_ts": statistics.fmean(ts), "stddev_ts": statistics.stdev(ts) if len(ts) > 1 else 0.0,
-            "samples_ts": ts, "samples_ns": [int(n_gen / t * 1e9) for t in ts]}  # fmt: skip
+    return {
+        "model_type": "synthetic test model",
+        "n_prompt": 0,
+        "n_gen": n_gen,
+        "n_depth": depth,
+        "type_k": tk,
+        "type_v": tv,
+        "flash_attn": 1,
+        "avg_ts": statistics.fmean(ts),
+        "stddev_ts": statistics.stdev(ts) if len(ts) > 1 else 0.0,
+        "samples_ts": ts,
+        "samples_ns": [int(n_gen / t * 1e9) for t in ts],
+    }
 
 
-def decode_step(root: Path, samples: dict[tuple[str, int], list[float]], *, n_gen: int = 32, tk: str = "q4_0", tv: str = "q4_0") -> dict:
+def decode_step(
+    root: Path, samples: dict[tuple[str, int], list[float]], *, n_gen: int = 32, tk: str = "q4_0", tv: str = "q4_0"
+) -> dict:
     """samples: (variant, depth) -> [t/s]. Logs: one llama-bench JSONL log per variant."""
     variants = list(dict.fromkeys(v for v, _ in samples))
     logs = {}
@@ -116,176 +171,572 @@ def decode_step(root: Path, samples: dict[tuple[str, int], list[float]], *, n_ge
             got[(v, rec.n_depth)] = list(rec.samples_ts)
     for (v, d), ts in sorted(got.items(), key=lambda kv: (kv[0][1], variants.index(kv[0][0]))):
         s = stats.summarize(ts)
-        rows.append({"variant": v, "depth": d, "type_k": tk, "type_v": tv, "n_gen": n_gen, "samples_ts": ts, "avg_ts": statistics.fmean(ts),
-                     "stddev_ts": statistics.stdev(ts) if len(ts) > 1 else 0.0, "median": s.median, "ci_low": s.ci_low, "ci_high": s.ci_high,
-                     "log": logs[v], "logs": [logs[v]]})  # fmt: skip
+        rows.append(
+            {
+                "variant": v,
+                "depth": d,
+                "type_k": tk,
+                "type_v": tv,
+                "n_gen": n_gen,
+                "samples_ts": ts,
+                "avg_ts": statistics.fmean(ts),
+                "stddev_ts": statistics.stdev(ts) if len(ts) > 1 else 0.0,
+                "median": s.median,
+                "ci_low": s.ci_low,
+                "ci_high": s.ci_high,
+                "log": logs[v],
+                "logs": [logs[v]],
+            }
+        )
     vs = []
     for (v, d), ts in got.items():
         if v != "base" and ("base", d) in got:
             rr = stats.ratio(got[("base", d)], ts)
-            verdict = "no measurable change" if rr.ci_low <= 1.0 <= rr.ci_high else ("faster" if rr.ratio > 1 else "slower")
+            verdict = (
+                "no measurable change" if rr.ci_low <= 1.0 <= rr.ci_high else ("faster" if rr.ratio > 1 else "slower")
+            )
             vs.append({"variant": v, "depth": d, **rr.to_dict(), "verdict": verdict})
-    return {"name": "bench:decode", "status": "ok", "reason": "", "seconds": 30.0, "finished": "", "logs": list(logs.values()),
-            "data": {"model": {"name": "synthetic-test", "n_layer": 2, "head_dim": 256}, "model_path": "/models/synthetic.gguf",
-                     "args": ["-fa", "1", "-p", "0", "-n", str(n_gen), "-d", ",".join(str(d) for d in sorted({d for _, d in samples}))],
-                     "rounds": 1, "rows": rows, "vs_base": sorted(vs, key=lambda x: (x["depth"], x["variant"]))}}  # fmt: skip
+    return {
+        "name": "bench:decode",
+        "status": "ok",
+        "reason": "",
+        "seconds": 30.0,
+        "finished": "",
+        "logs": list(logs.values()),
+        "data": {
+            "model": {"name": "synthetic-test", "n_layer": 2, "head_dim": 256},
+            "model_path": "/models/synthetic.gguf",
+            "args": [
+                "-fa",
+                "1",
+                "-p",
+                "0",
+                "-n",
+                str(n_gen),
+                "-d",
+                ",".join(str(d) for d in sorted({d for _, d in samples})),
+            ],
+            "rounds": 1,
+            "rows": rows,
+            "vs_base": sorted(vs, key=lambda x: (x["depth"], x["variant"])),
+        },
+    }
 
 
-def tbo_step(root: Path, suite: str, per: dict[str, dict], *, backend: str = "CUDA0", status: str = "ok", reason: str = "") -> dict:
+def tbo_step(
+    root: Path, suite: str, per: dict[str, dict], *, backend: str = "CUDA0", status: str = "ok", reason: str = ""
+) -> dict:
     """per: variant -> {"status", "passed", "total", "failing": [...]}; logs: the JSON of each variant entry."""
     variants, cases = {}, {}
     for v, x in per.items():
-        entry = {"status": x["status"], "reason": x.get("reason", ""), "seconds": 5.0,
-                 "backends": [{"name": backend, "status": "fail" if x["failing"] else "ok", "tests_passed": x["passed"],
-                               "tests_total": x["total"], "failing": x["failing"]}],
-                 "n_ok": x["passed"], "n_fail": len(x["failing"]), "n_not_supported": x.get("ns", 0)}  # fmt: skip
+        entry = {
+            "status": x["status"],
+            "reason": x.get("reason", ""),
+            "seconds": 5.0,
+            "backends": [
+                {
+                    "name": backend,
+                    "status": "fail" if x["failing"] else "ok",
+                    "tests_passed": x["passed"],
+                    "tests_total": x["total"],
+                    "failing": x["failing"],
+                }
+            ],
+            "n_ok": x["passed"],
+            "n_fail": len(x["failing"]),
+            "n_not_supported": x.get("ns", 0),
+        }
         entry["log"] = _json_log(root, f"test-{suite}-{v}", f"test-backend-ops test -b {backend}", entry)
         variants[v] = entry
         cases[v] = set(x["failing"])
-    diff = {v: {"new_failures": sorted(cases[v] - cases["base"]), "fixed": sorted(cases["base"] - cases[v]), "disappeared": [], "appeared": []}
-            for v in per if v != "base"}  # fmt: skip
-    return {"name": f"test:{suite}", "status": status, "reason": reason, "seconds": 10.0, "finished": "",
-            "logs": [e["log"] for e in variants.values()],
-            "data": {"suite": suite, "args": ["-o", "FLASH_ATTN_EXT"], "backend": backend, "variants": variants, "diff": diff}}  # fmt: skip
+    diff = {
+        v: {
+            "new_failures": sorted(cases[v] - cases["base"]),
+            "fixed": sorted(cases["base"] - cases[v]),
+            "disappeared": [],
+            "appeared": [],
+        }
+        for v in per
+        if v != "base"
+    }
+    return {
+        "name": f"test:{suite}",
+        "status": status,
+        "reason": reason,
+        "seconds": 10.0,
+        "finished": "",
+        "logs": [e["log"] for e in variants.values()],
+        "data": {
+            "suite": suite,
+            "args": ["-o", "FLASH_ATTN_EXT"],
+            "backend": backend,
+            "variants": variants,
+            "diff": diff,
+        },
+    }
 
 
 def build_step(root: Path, config: str, variants: list[str], *, arch: str = "90", cmake_options: tuple = ()) -> dict:
     vs = []
     for i, v in enumerate(variants):
-        e = {"variant": v, "key": f"k{i}", "head": f"{i:040x}", "bin_dir": f"/bin/{v}", "seconds": 60.0 + i, "reused": i == 0, "steps": 10}
+        e = {
+            "variant": v,
+            "key": f"k{i}",
+            "head": f"{i:040x}",
+            "bin_dir": f"/bin/{v}",
+            "seconds": 60.0 + i,
+            "reused": i == 0,
+            "steps": 10,
+        }
         e["log"] = _json_log(root, f"build-{config}-{v}", "cmake --build", e)
         vs.append(e)
-    opts = {"backend": "cuda", "archs": [arch], "build_type": "Release", "cmake_options": list(cmake_options), "targets": ["test-backend-ops"]}
-    return {"name": f"build:{config}", "status": "ok", "reason": "", "seconds": 61.0, "finished": "", "logs": [],
-            "data": {"options": opts, "cmake_args": ["-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={arch}"], "variants": vs}}  # fmt: skip
+    opts = {
+        "backend": "cuda",
+        "archs": [arch],
+        "build_type": "Release",
+        "cmake_options": list(cmake_options),
+        "targets": ["test-backend-ops"],
+    }
+    return {
+        "name": f"build:{config}",
+        "status": "ok",
+        "reason": "",
+        "seconds": 61.0,
+        "finished": "",
+        "logs": [],
+        "data": {
+            "options": opts,
+            "cmake_args": ["-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={arch}"],
+            "variants": vs,
+        },
+    }
 
 
 def json_step(root: Path, name: str, data: dict, *, status: str = "ok", reason: str = "") -> dict:
     log = _json_log(root, name.replace(":", "-"), name, data)
-    return {"name": name, "status": status, "reason": reason, "seconds": 1.0, "finished": "", "logs": [log], "data": data}
+    return {
+        "name": name,
+        "status": status,
+        "reason": reason,
+        "seconds": 1.0,
+        "finished": "",
+        "logs": [log],
+        "data": data,
+    }
 
 
 def recipe_info(*, title="", overview="", notes=(), ai="", patches=("0001", "0002")) -> dict:
-    ps = [{"id": p, "file": f"patches/{p}-change.patch", "subject": f"cuda: change {p}", "body": "", "upstream_pr": "",
-           "depends_on": [], "local": False, "sha256": {"0001": SHA1, "0002": SHA2}.get(p, SHA1)} for p in patches]  # fmt: skip
-    ps.append({"id": "0000", "file": "patches/0000-test-cases.patch", "subject": "tests: extra perf cases", "body": "",
-               "upstream_pr": "", "depends_on": [], "local": True, "sha256": SHA_LOCAL})  # fmt: skip
+    ps = [
+        {
+            "id": p,
+            "file": f"patches/{p}-change.patch",
+            "subject": f"cuda: change {p}",
+            "body": "",
+            "upstream_pr": "",
+            "depends_on": [],
+            "local": False,
+            "sha256": {"0001": SHA1, "0002": SHA2}.get(p, SHA1),
+        }
+        for p in patches
+    ]
+    ps.append(
+        {
+            "id": "0000",
+            "file": "patches/0000-test-cases.patch",
+            "subject": "tests: extra perf cases",
+            "body": "",
+            "upstream_pr": "",
+            "depends_on": [],
+            "local": True,
+            "sha256": SHA_LOCAL,
+        }
+    )
     return {"title": title, "overview": overview, "notes": list(notes), "ai_disclosure": ai, "patches": ps}
 
 
-def write_bundle(root: Path, *, steps: list[dict], gpu: dict | None, info: dict, variants: list[str], base: str = BASE,
-                 run_id: str | None = None, cmake_flags: tuple = ("-DGGML_CUDA=ON",), created: str = "2026-11-30T01:00:00+00:00") -> Path:
+def write_bundle(
+    root: Path,
+    *,
+    steps: list[dict],
+    gpu: dict | None,
+    info: dict,
+    variants: list[str],
+    base: str = BASE,
+    run_id: str | None = None,
+    cmake_flags: tuple = ("-DGGML_CUDA=ON",),
+    created: str = "2026-11-30T01:00:00+00:00",
+) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     pmap = {p["id"]: p for p in info["patches"]}
     vlist = []
     for v in variants:
         ids = [x for x in v.split("+") if x] if v != "base" else []
-        vlist.append({"name": v, "key": f"key-{v}", "head": "", "base": base,
-                      "patches": [{"id": i, "file": pmap[i]["file"], "sha256": pmap[i]["sha256"], "commit": "", "local": False} for i in ids]})  # fmt: skip
-    data = {"schema": 1, "recipe": "seed-fattn", "run_id": run_id or root.name, "created": created,
-            "base": {"key": f"git-{base[:12]}", "ref": "", "commit": base, "route": "git", "upstream": f"ggml-org/llama.cpp@{base}",
-                     "upstream_verified": True, "sdist_sha256": "", "sdist_file": ""},
-            "variants": vlist, "recipe_info": info, "steps": {s["name"]: s for s in steps}}  # fmt: skip
+        vlist.append(
+            {
+                "name": v,
+                "key": f"key-{v}",
+                "head": "",
+                "base": base,
+                "patches": [
+                    {"id": i, "file": pmap[i]["file"], "sha256": pmap[i]["sha256"], "commit": "", "local": False}
+                    for i in ids
+                ],
+            }
+        )
+    data = {
+        "schema": 1,
+        "recipe": "seed-fattn",
+        "run_id": run_id or root.name,
+        "created": created,
+        "base": {
+            "key": f"git-{base[:12]}",
+            "ref": "",
+            "commit": base,
+            "route": "git",
+            "upstream": f"ggml-org/llama.cpp@{base}",
+            "upstream_verified": True,
+            "sdist_sha256": "",
+            "sdist_file": "",
+        },
+        "variants": vlist,
+        "recipe_info": info,
+        "steps": {s["name"]: s for s in steps},
+    }
     (root / "results.json").write_text(json.dumps(data, indent=2, sort_keys=True))
-    env = {"host": "test-host", "os": {"system": "Linux", "release": "6.1", "machine": "x86_64"}, "python": "3.12",
-           "cpu": {"model": "Test CPU", "cores": 16}, "gpu": gpu, "cuda": {"nvcc": "12.8", "driver_api": "12.8"} if gpu else None,
-           "compiler": {"c": "cc 12", "cxx": "c++ 12"}, "cmake": "3.28", "ninja": "1.11", "git": "2.43",
-           "cmake_flags": list(cmake_flags), "base": base, "patches": {p["file"]: p["sha256"] for p in info["patches"]}}  # fmt: skip
+    env = {
+        "host": "test-host",
+        "os": {"system": "Linux", "release": "6.1", "machine": "x86_64"},
+        "python": "3.12",
+        "cpu": {"model": "Test CPU", "cores": 16},
+        "gpu": gpu,
+        "cuda": {"nvcc": "12.8", "driver_api": "12.8"} if gpu else None,
+        "compiler": {"c": "cc 12", "cxx": "c++ 12"},
+        "cmake": "3.28",
+        "ninja": "1.11",
+        "git": "2.43",
+        "cmake_flags": list(cmake_flags),
+        "base": base,
+        "patches": {p["file"]: p["sha256"] for p in info["patches"]},
+    }
     (root / "env.json").write_text(json.dumps(env, indent=2, sort_keys=True))
     return root
 
 
 def gpu(name: str = "SYNTHETIC-GPU-A", cc: str = "9.0") -> dict:
-    return {"name": name, "cc": cc, "sm_count": 100, "smem_per_sm_kb": 200, "l2_mb": 50.0, "mem_total_mb": 80000,
-            "mem_clock_mhz": 2000, "bus_width_bits": 4000, "peak_bw_gbs": 1000.0, "sm_clock_max_mhz": 1500, "driver": "999.1"}  # fmt: skip
+    return {
+        "name": name,
+        "cc": cc,
+        "sm_count": 100,
+        "smem_per_sm_kb": 200,
+        "l2_mb": 50.0,
+        "mem_total_mb": 80000,
+        "mem_clock_mhz": 2000,
+        "bus_width_bits": 4000,
+        "peak_bw_gbs": 1000.0,
+        "sm_clock_max_mhz": 1500,
+        "driver": "999.1",
+    }
 
 
 P1 = "hsk=256,hsv=256,nh=4,nr23=[6,1],kv=4096,nb=1,mask=1,sinks=0,max_bias=0.000000,logit_softcap=0.000000,prec=f32,type_K=q4_0,type_V=q4_0,permute=[0,1,2,3]"
 P2 = P1.replace("kv=4096", "kv=32768")
 KSAMPLES = {
-    P1: {"base": [20.0, 20.4, 19.9], "+0001": [15.1, 15.3, 15.0], "+0001+0002": [15.2, 15.0, 15.4], "base#2": [20.1, 20.2, 19.8]},
-    P2: {"base": [122.3, 121.9, 123.0], "+0001": [87.1, 86.9, 87.5], "+0001+0002": [80.2, 80.9, 80.4], "base#2": [122.0, 122.6, 121.7]},
+    P1: {
+        "base": [20.0, 20.4, 19.9],
+        "+0001": [15.1, 15.3, 15.0],
+        "+0001+0002": [15.2, 15.0, 15.4],
+        "base#2": [20.1, 20.2, 19.8],
+    },
+    P2: {
+        "base": [122.3, 121.9, 123.0],
+        "+0001": [87.1, 86.9, 87.5],
+        "+0001+0002": [80.2, 80.9, 80.4],
+        "base#2": [122.0, 122.6, 121.7],
+    },
 }
 DSAMPLES = {
-    ("base", 0): [100.1, 100.5, 99.8], ("+0001", 0): [100.3, 99.9, 100.2], ("+0001+0002", 0): [100.0, 100.4, 100.1],
-    ("base", 32768): [54.4, 54.1, 54.7], ("+0001", 32768): [56.4, 56.2, 56.5], ("+0001+0002", 32768): [57.9, 58.1, 57.7],
-}  # fmt: skip
+    ("base", 0): [100.1, 100.5, 99.8],
+    ("+0001", 0): [100.3, 99.9, 100.2],
+    ("+0001+0002", 0): [100.0, 100.4, 100.1],
+    ("base", 32768): [54.4, 54.1, 54.7],
+    ("+0001", 32768): [56.4, 56.2, 56.5],
+    ("+0001+0002", 32768): [57.9, 58.1, 57.7],
+}
 VARIANTS = ["base", "+0001", "+0001+0002"]
 
 
-def full_bundle(root: Path, *, name: str = "SYNTHETIC-GPU-A", cc: str = "9.0", arch: str = "90", base: str = BASE,
-                info: dict | None = None, ksamples=None, dsamples=None, omit=(), run_id=None, cmake_flags=None, **kw) -> Path:
+def full_bundle(
+    root: Path,
+    *,
+    name: str = "SYNTHETIC-GPU-A",
+    cc: str = "9.0",
+    arch: str = "90",
+    base: str = BASE,
+    info: dict | None = None,
+    ksamples=None,
+    dsamples=None,
+    omit=(),
+    run_id=None,
+    cmake_flags=None,
+    **kw,
+) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     steps = [
         build_step(root, f"cuda-{arch}", VARIANTS, arch=arch),
-        json_step(root, "check:cuda-89", {"items": [{"variant": v, "arch": "89", "source": "ggml/src/ggml-cuda/fattn.cu", "ok": True, "error": ""} for v in VARIANTS]}),
-        tbo_step(root, "flash_attn", {"base": {"status": "ok", "passed": 2994, "total": 2994, "failing": []},
-                                       "+0001": {"status": "ok", "passed": 2994, "total": 2994, "failing": []},
-                                       "+0001+0002": {"status": "fail", "passed": 2993, "total": 2994,
-                                                      "failing": ["FLASH_ATTN_EXT(hsk=256,kv=512,type_K=q4_0)"]}}, status="fail", reason="+0001+0002: 1 failing cases"),
+        json_step(
+            root,
+            "check:cuda-89",
+            {
+                "items": [
+                    {"variant": v, "arch": "89", "source": "ggml/src/ggml-cuda/fattn.cu", "ok": True, "error": ""}
+                    for v in VARIANTS
+                ]
+            },
+        ),
+        tbo_step(
+            root,
+            "flash_attn",
+            {
+                "base": {"status": "ok", "passed": 2994, "total": 2994, "failing": []},
+                "+0001": {"status": "ok", "passed": 2994, "total": 2994, "failing": []},
+                "+0001+0002": {
+                    "status": "fail",
+                    "passed": 2993,
+                    "total": 2994,
+                    "failing": ["FLASH_ATTN_EXT(hsk=256,kv=512,type_K=q4_0)"],
+                },
+            },
+            status="fail",
+            reason="+0001+0002: 1 failing cases",
+        ),
         kernel_step(root, ksamples or KSAMPLES),
-        json_step(root, "kernel-path", {"launch_count": 40, "cases": [{"params": P2, "variants": {
-            "base": [{"name": "void flash_attn_ext_vec<256, 1>(const char*, float*)", "count": 40, "total_ns": 4.0e6, "share": 1.0}],
-            "+0001": [{"name": "void flash_attn_ext_f16<256, 256, 8>(const char*, float*)", "count": 40, "total_ns": 3.0e6, "share": 0.9},
-                      {"name": "void flash_attn_combine_results<256>(const float*)", "count": 40, "total_ns": 0.3e6, "share": 0.1}]}}]}),
+        json_step(
+            root,
+            "kernel-path",
+            {
+                "launch_count": 40,
+                "cases": [
+                    {
+                        "params": P2,
+                        "variants": {
+                            "base": [
+                                {
+                                    "name": "void flash_attn_ext_vec<256, 1>(const char*, float*)",
+                                    "count": 40,
+                                    "total_ns": 4.0e6,
+                                    "share": 1.0,
+                                }
+                            ],
+                            "+0001": [
+                                {
+                                    "name": "void flash_attn_ext_f16<256, 256, 8>(const char*, float*)",
+                                    "count": 40,
+                                    "total_ns": 3.0e6,
+                                    "share": 0.9,
+                                },
+                                {
+                                    "name": "void flash_attn_combine_results<256>(const float*)",
+                                    "count": 40,
+                                    "total_ns": 0.3e6,
+                                    "share": 0.1,
+                                },
+                            ],
+                        },
+                    }
+                ],
+            },
+        ),
         decode_step(root, dsamples or DSAMPLES),
-        json_step(root, "numerics", {"depths": [0, 16384], "prompts": ["p"], "n_predict": 64, "pairs": [
-            {"a": "base", "b": "+0001+0002", "identical": False,
-             "generations": [{"depth": 0, "prompt": 0, "identical": True, "first_diff_char": None, "sha256_a": "a" * 64, "sha256_b": "a" * 64, "log_a": "raw/gen-a.log", "log_b": "raw/gen-b.log"},
-                             {"depth": 16384, "prompt": 0, "identical": False, "first_diff_char": 525, "first_diff_token": 117, "sha256_a": "b" * 64, "sha256_b": "c" * 64, "log_a": "raw/gen-a.log", "log_b": "raw/gen-b.log"}],
-             "kld": {"mean": 0.000123, "p99": 0.0021, "max": 0.0312, "same_top_p": 99.1, "log": "raw/kld.log"}}]}),
-    ]  # fmt: skip
+        json_step(
+            root,
+            "numerics",
+            {
+                "depths": [0, 16384],
+                "prompts": ["p"],
+                "n_predict": 64,
+                "pairs": [
+                    {
+                        "a": "base",
+                        "b": "+0001+0002",
+                        "identical": False,
+                        "generations": [
+                            {
+                                "depth": 0,
+                                "prompt": 0,
+                                "identical": True,
+                                "first_diff_char": None,
+                                "sha256_a": "a" * 64,
+                                "sha256_b": "a" * 64,
+                                "log_a": "raw/gen-a.log",
+                                "log_b": "raw/gen-b.log",
+                            },
+                            {
+                                "depth": 16384,
+                                "prompt": 0,
+                                "identical": False,
+                                "first_diff_char": 525,
+                                "first_diff_token": 117,
+                                "sha256_a": "b" * 64,
+                                "sha256_b": "c" * 64,
+                                "log_a": "raw/gen-a.log",
+                                "log_b": "raw/gen-b.log",
+                            },
+                        ],
+                        "kld": {
+                            "mean": 0.000123,
+                            "p99": 0.0021,
+                            "max": 0.0312,
+                            "same_top_p": 99.1,
+                            "log": "raw/kld.log",
+                        },
+                    }
+                ],
+            },
+        ),
+    ]
     for f in ("gen-a", "gen-b", "kld"):
         _log(root, f, "llama-completion", ["(generated text stands in here)"])
     steps = [s for s in steps if not any(s["name"].startswith(o) for o in omit)]
-    return write_bundle(root, steps=steps, gpu=gpu(name, cc), info=info or recipe_info(title="", overview="Overview text.", ai="Written with help."),
-                        variants=VARIANTS, base=base, run_id=run_id, cmake_flags=cmake_flags or ("-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={arch}"), **kw)  # fmt: skip
+    return write_bundle(
+        root,
+        steps=steps,
+        gpu=gpu(name, cc),
+        info=info or recipe_info(title="", overview="Overview text.", ai="Written with help."),
+        variants=VARIANTS,
+        base=base,
+        run_id=run_id,
+        cmake_flags=cmake_flags or ("-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={arch}"),
+        **kw,
+    )
 
 
 def cpu_fixture_bundle(root: Path) -> tuple[Path, dict]:
     """A CPU run built from the REAL recorded outputs in tests/fixtures/cpu; returns the parsed numbers too."""
     raw = root / "raw"
     raw.mkdir(parents=True)
-    names = {"test": "test_fa_cpu.txt", "skipped": "test_fa_backend_skipped.txt", "perf1": "perf_fa_cpu.sql.txt",
-             "perf2": "perf_fa_cpu_console.txt", "bench1": "bench_tiny.json", "bench2": "bench_tiny.jsonl"}  # fmt: skip
+    names = {
+        "test": "test_fa_cpu.txt",
+        "skipped": "test_fa_backend_skipped.txt",
+        "perf1": "perf_fa_cpu.sql.txt",
+        "perf2": "perf_fa_cpu_console.txt",
+        "bench1": "bench_tiny.json",
+        "bench2": "bench_tiny.jsonl",
+    }
     for f in names.values():
         shutil.copy(FIX / "cpu" / f, raw / f)
     rel = {k: f"raw/{f}" for k, f in names.items()}
 
     def test_entry(key: str):
         tr = parse.parse_test_console(parse.read_log(raw / names[key]), rel[key])
-        bs = [{"name": b.name, "status": b.status, "tests_passed": b.tests_passed, "tests_total": b.tests_total,
-               "failing": sorted(c.name for c in b.cases if c.status == "fail")} for b in tr.backends]  # fmt: skip
+        bs = [
+            {
+                "name": b.name,
+                "status": b.status,
+                "tests_passed": b.tests_passed,
+                "tests_total": b.tests_total,
+                "failing": sorted(c.name for c in b.cases if c.status == "fail"),
+            }
+            for b in tr.backends
+        ]
         status = {"ok": "ok", "fail": "fail", "not_run": "not_run"}[tr.status]
         reason = "no test case ran on CUDA0 (skipped, unsupported or none matched)" if status == "not_run" else ""
-        return tr, {"status": status, "reason": reason, "log": rel[key], "seconds": 1.0, "backends": bs, "n_ok": sum(b.n_ok for b in tr.backends),
-                    "n_fail": sum(b.n_fail for b in tr.backends), "n_not_supported": sum(b.n_not_supported for b in tr.backends)}  # fmt: skip
+        return tr, {
+            "status": status,
+            "reason": reason,
+            "log": rel[key],
+            "seconds": 1.0,
+            "backends": bs,
+            "n_ok": sum(b.n_ok for b in tr.backends),
+            "n_fail": sum(b.n_fail for b in tr.backends),
+            "n_not_supported": sum(b.n_not_supported for b in tr.backends),
+        }
 
     tr, e = test_entry("test")
     _, e2 = test_entry("skipped")
     steps = [
-        {"name": "test:flash_attn", "status": e["status"], "reason": "", "seconds": 1.0, "finished": "", "logs": [rel["test"]],
-         "data": {"suite": "flash_attn", "args": ["-o", "FLASH_ATTN_EXT"], "backend": "CPU", "variants": {"base": e}, "diff": {}}},
-        {"name": "test:flash_attn_cuda", "status": "not_run", "reason": "base: " + e2["reason"], "seconds": 1.0, "finished": "", "logs": [rel["skipped"]],
-         "data": {"suite": "flash_attn_cuda", "args": ["-o", "FLASH_ATTN_EXT"], "backend": "CUDA0", "variants": {"base": e2}, "diff": {}}},
-    ]  # fmt: skip
+        {
+            "name": "test:flash_attn",
+            "status": e["status"],
+            "reason": "",
+            "seconds": 1.0,
+            "finished": "",
+            "logs": [rel["test"]],
+            "data": {
+                "suite": "flash_attn",
+                "args": ["-o", "FLASH_ATTN_EXT"],
+                "backend": "CPU",
+                "variants": {"base": e},
+                "diff": {},
+            },
+        },
+        {
+            "name": "test:flash_attn_cuda",
+            "status": "not_run",
+            "reason": "base: " + e2["reason"],
+            "seconds": 1.0,
+            "finished": "",
+            "logs": [rel["skipped"]],
+            "data": {
+                "suite": "flash_attn_cuda",
+                "args": ["-o", "FLASH_ATTN_EXT"],
+                "backend": "CUDA0",
+                "variants": {"base": e2},
+                "diff": {},
+            },
+        },
+    ]
     perf1 = parse.parse_perf_sql(parse.read_log(raw / names["perf1"]), rel["perf1"])
     perf2 = parse.parse_perf_console(parse.read_log(raw / names["perf2"]), rel["perf2"])
     cases, aa = [], []
     for r1 in perf1:
         r2 = next(r for r in perf2 if r.op_params == r1.op_params)
         nbytes = stats.op_bytes("FLASH_ATTN_EXT", r1.op_params)
-        vs = {lab: {"samples_us": [r.time_us], **stats.summarize([r.time_us]).to_dict(), "gbs": nbytes / (r.time_us * 1e-6) / 1e9, "pct_peak": None}
-              for lab, r in (("base", r1), ("base#2", r2))}  # fmt: skip
+        vs = {
+            lab: {
+                "samples_us": [r.time_us],
+                **stats.summarize([r.time_us]).to_dict(),
+                "gbs": nbytes / (r.time_us * 1e-6) / 1e9,
+                "pct_peak": None,
+            }
+            for lab, r in (("base", r1), ("base#2", r2))
+        }
         rr = stats.ratio([r1.time_us], [r2.time_us])
         aa.append(rr.ratio)
-        cases.append({"params": r1.op_params, "bytes": nbytes, "variants": vs, "aa_ratio": rr.ratio, "vs_base": {"base#2": {**rr.to_dict()}}})
+        cases.append(
+            {
+                "params": r1.op_params,
+                "bytes": nbytes,
+                "variants": vs,
+                "aa_ratio": rr.ratio,
+                "vs_base": {"base#2": {**rr.to_dict()}},
+            }
+        )
     floor = stats.noise_floor(aa)
     for c in cases:
-        c["vs_base"]["base#2"]["verdict"] = stats.verdict(stats.Ratio(**{k: c["vs_base"]["base#2"][k] for k in ("ratio", "ci_low", "ci_high")}), floor)
-    steps.append({"name": "bench:kernel", "status": "ok", "reason": "", "seconds": 5.0, "finished": "", "logs": [rel["perf1"], rel["perf2"]],
-                  "data": {"op": "FLASH_ATTN_EXT", "params": "hsk=256,hsv=256,nh=2,nr23=\\[16,1\\],kv=(128|512|1024),nb=1,", "test_file": "",
-                           "rounds": 2, "backend": "CPU", "peak_bw_gbs": None, "labels": ["base", "base#2"], "cases": cases, "noise_floor": floor}})  # fmt: skip
+        c["vs_base"]["base#2"]["verdict"] = stats.verdict(
+            stats.Ratio(**{k: c["vs_base"]["base#2"][k] for k in ("ratio", "ci_low", "ci_high")}), floor
+        )
+    steps.append(
+        {
+            "name": "bench:kernel",
+            "status": "ok",
+            "reason": "",
+            "seconds": 5.0,
+            "finished": "",
+            "logs": [rel["perf1"], rel["perf2"]],
+            "data": {
+                "op": "FLASH_ATTN_EXT",
+                "params": "hsk=256,hsv=256,nh=2,nr23=\\[16,1\\],kv=(128|512|1024),nb=1,",
+                "test_file": "",
+                "rounds": 2,
+                "backend": "CPU",
+                "peak_bw_gbs": None,
+                "labels": ["base", "base#2"],
+                "cases": cases,
+                "noise_floor": floor,
+            },
+        }
+    )
     b1 = parse.parse_llama_bench_json(parse.read_log(raw / names["bench1"]), rel["bench1"])
     b2 = parse.parse_llama_bench_jsonl(parse.read_log(raw / names["bench2"]), rel["bench2"])
     rows = []
@@ -293,15 +744,69 @@ def cpu_fixture_bundle(root: Path) -> tuple[Path, dict]:
         r2 = next(r for r in b2 if r.n_gen == r1.n_gen and r.n_depth == r1.n_depth and r.n_prompt == 0)
         ts = [*r1.samples_ts, *r2.samples_ts]
         s = stats.summarize(ts)
-        rows.append({"variant": "base", "depth": r1.n_depth, "type_k": r1.type_k, "type_v": r1.type_v, "n_gen": r1.n_gen, "samples_ts": ts,
-                     "avg_ts": statistics.fmean(ts), "stddev_ts": statistics.stdev(ts), "median": s.median, "ci_low": s.ci_low, "ci_high": s.ci_high,
-                     "log": rel["bench1"], "logs": [rel["bench1"], rel["bench2"]]})  # fmt: skip
-    steps.append({"name": "bench:decode", "status": "ok", "reason": "", "seconds": 3.0, "finished": "", "logs": [rel["bench1"], rel["bench2"]],
-                  "data": {"model": {"name": "patchkit-tiny-llama", "n_layer": 2}, "model_path": "/tmp/tinymodel/tiny-llama-f32.gguf",
-                           "args": ["-p", "32", "-n", "8", "-r", "3", "-fa", "1", "-ctk", "q4_0", "-ctv", "q4_0", "-d", "0,256", "-t", "2"],
-                           "rounds": 2, "rows": rows, "vs_base": []}})  # fmt: skip
-    steps.append({"name": "kernel-path", "status": "not_run", "reason": "ncu (Nsight Compute) not available: no GPU", "seconds": 0.0,
-                  "finished": "", "logs": [], "data": {}})  # fmt: skip
+        rows.append(
+            {
+                "variant": "base",
+                "depth": r1.n_depth,
+                "type_k": r1.type_k,
+                "type_v": r1.type_v,
+                "n_gen": r1.n_gen,
+                "samples_ts": ts,
+                "avg_ts": statistics.fmean(ts),
+                "stddev_ts": statistics.stdev(ts),
+                "median": s.median,
+                "ci_low": s.ci_low,
+                "ci_high": s.ci_high,
+                "log": rel["bench1"],
+                "logs": [rel["bench1"], rel["bench2"]],
+            }
+        )
+    steps.append(
+        {
+            "name": "bench:decode",
+            "status": "ok",
+            "reason": "",
+            "seconds": 3.0,
+            "finished": "",
+            "logs": [rel["bench1"], rel["bench2"]],
+            "data": {
+                "model": {"name": "patchkit-tiny-llama", "n_layer": 2},
+                "model_path": "/tmp/tinymodel/tiny-llama-f32.gguf",
+                "args": [
+                    "-p",
+                    "32",
+                    "-n",
+                    "8",
+                    "-r",
+                    "3",
+                    "-fa",
+                    "1",
+                    "-ctk",
+                    "q4_0",
+                    "-ctv",
+                    "q4_0",
+                    "-d",
+                    "0,256",
+                    "-t",
+                    "2",
+                ],
+                "rounds": 2,
+                "rows": rows,
+                "vs_base": [],
+            },
+        }
+    )
+    steps.append(
+        {
+            "name": "kernel-path",
+            "status": "not_run",
+            "reason": "ncu (Nsight Compute) not available: no GPU",
+            "seconds": 0.0,
+            "finished": "",
+            "logs": [],
+            "data": {},
+        }
+    )
     info = recipe_info(title="cuda: a recorded CPU run", overview="", ai="", patches=("0001",))
     env_gpu = None
     path = write_bundle(root, steps=steps, gpu=env_gpu, info=info, variants=["base"], cmake_flags=("-DGGML_CUDA=OFF",))
@@ -317,7 +822,7 @@ def cpu_fixture_bundle(root: Path) -> tuple[Path, dict]:
 
 def section(md: str, title: str) -> str:
     start = md.index(title + "\n")
-    rest = md[start + len(title) + 1:]
+    rest = md[start + len(title) + 1 :]
     m = re.search(r"^#{2,3} ", rest, re.MULTILINE)
     return rest[: m.start()] if m else rest
 
@@ -351,8 +856,12 @@ def render(*paths: Path, fmt_: str = "md", out_dir: Path | None = None, force: b
 
 
 def test_headings_in_template_order_and_prose_verbatim(tmp_path):
-    info = recipe_info(title="cuda: smaller KV tile", overview="Line one.\n\nLine *two* | with a pipe.", notes=["note A", "note B"],
-                       ai="Claude Code wrote the code; I reviewed it.")  # fmt: skip
+    info = recipe_info(
+        title="cuda: smaller KV tile",
+        overview="Line one.\n\nLine *two* | with a pipe.",
+        notes=["note A", "note B"],
+        ai="Claude Code wrote the code; I reviewed it.",
+    )
     md = render(full_bundle(tmp_path / "r1", info=info))
     pos = [md.index(("\n" if i else "") + h) for i, h in enumerate(HEADINGS)]
     assert pos == sorted(pos)
@@ -360,7 +869,10 @@ def test_headings_in_template_order_and_prose_verbatim(tmp_path):
     assert "## Overview\n\nLine one.\n\nLine *two* | with a pipe.\n" in md
     assert "- note A\n- note B\n" in section(md, "## Additional information")
     assert "- AI usage disclosure: Claude Code wrote the code; I reviewed it.\n" in md
-    assert "- I have read and agree with the [contributing guidelines](https://github.com/ggml-org/llama.cpp/blob/master/CONTRIBUTING.md)" in md
+    assert (
+        "- I have read and agree with the [contributing guidelines](https://github.com/ggml-org/llama.cpp/blob/master/CONTRIBUTING.md)"
+        in md
+    )
     add = section(md, "## Additional information")
     assert "`0001` cuda: change 0001 (`patches/0001-change.patch`); depends on: none; upstream PR: —" in add
     assert "not part of this PR" in add and "`0000` tests: extra perf cases" in add.split("not part of this PR")[1]
@@ -426,13 +938,27 @@ def test_kernel_table_numbers_equal_results_and_raw_logs(tmp_path):
     for c in data["cases"]:
         for lab, v in c["variants"].items():
             logs = sorted((p / "raw").glob(f"perf-r*-{lab.replace('#', '_aa')}.log"))
-            got = [r.time_us for lg in logs for r in parse.parse_perf_sql(lg.read_text(), lg.name) if r.op_params == c["params"]]
+            got = [
+                r.time_us
+                for lg in logs
+                for r in parse.parse_perf_sql(lg.read_text(), lg.name)
+                if r.op_params == c["params"]
+            ]
             assert got == v["samples_us"] and stats.summarize(got).median == v["median"]
     md = render(p)
     sec = section(md, "### Kernel timing")
     (tab,) = tables(sec)
     header, rows = tab[0], tab[1:]
-    assert header == ["case", "base µs", "+0001 µs", "+0001+0002 µs", "base#2 µs", "+0001 / base", "+0001+0002 / base", "base#2 / base"]
+    assert header == [
+        "case",
+        "base µs",
+        "+0001 µs",
+        "+0001+0002 µs",
+        "base#2 µs",
+        "+0001 / base",
+        "+0001+0002 / base",
+        "base#2 / base",
+    ]
     assert len(rows) == len(data["cases"])
     allowed = set()
     for c, row in zip(data["cases"], rows):
@@ -441,15 +967,22 @@ def test_kernel_table_numbers_equal_results_and_raw_logs(tmp_path):
         allowed.add(kv)
         for lab, cellv in zip(data["labels"], row[1:5]):
             v = c["variants"][lab]
-            assert cellv == f"{fmt(v['median'], 'us')} [{fmt(v['min'], 'us')}–{fmt(v['max'], 'us')}] ({fmt(v['pct_peak'], 'pct')} % of peak)"
+            assert (
+                cellv
+                == f"{fmt(v['median'], 'us')} [{fmt(v['min'], 'us')}–{fmt(v['max'], 'us')}] ({fmt(v['pct_peak'], 'pct')} % of peak)"
+            )
             allowed |= {fmt(v[k], "us") for k in ("median", "min", "max")} | {fmt(v["pct_peak"], "pct")}
         for lab, cellv in zip(["+0001", "+0001+0002", "base#2"], row[5:]):
             r = c["vs_base"][lab]
-            exp = f"{fmt(r['ratio'], 'ratio')} [{fmt(r['ci_low'], 'ratio')}–{fmt(r['ci_high'], 'ratio')}] {r['verdict']}"
+            exp = (
+                f"{fmt(r['ratio'], 'ratio')} [{fmt(r['ci_low'], 'ratio')}–{fmt(r['ci_high'], 'ratio')}] {r['verdict']}"
+            )
             if r["verdict"] == "no measurable change" and abs(r["ratio"] - 1) <= data["noise_floor"]:
                 exp += f" (inside the A/A noise floor of {fmt(100 * data['noise_floor'], 'pct')} %)"
             assert cellv == exp
-            allowed |= {fmt(r[k], "ratio") for k in ("ratio", "ci_low", "ci_high")} | {fmt(100 * data["noise_floor"], "pct")}
+            allowed |= {fmt(r[k], "ratio") for k in ("ratio", "ci_low", "ci_high")} | {
+                fmt(100 * data["noise_floor"], "pct")
+            }
     for row in rows:
         for cellv in row:
             for n in re.findall(r"\d+(?:\.\d+)?", cellv):
@@ -467,18 +1000,32 @@ def test_decode_table_numbers_equal_results_and_raw_logs(tmp_path):
         assert next(r for r in recs if r.n_depth == row["depth"]).samples_ts == tuple(row["samples_ts"])
     sec = section(render(p), "### Decode")
     (tab,) = tables(sec)
-    assert tab[0] == ["test", "K/V cache", "t/s base", "t/s +0001", "t/s +0001+0002", "speedup +0001", "speedup +0001+0002"]
+    assert tab[0] == [
+        "test",
+        "K/V cache",
+        "t/s base",
+        "t/s +0001",
+        "t/s +0001+0002",
+        "speedup +0001",
+        "speedup +0001+0002",
+    ]
     allowed = {"32", "0", "4"}  # tg32, q4_0
     for trow in tab[1:]:
         depth = int(m[1]) if (m := re.search(r"@ d(\d+)", trow[0])) else 0
         allowed.add(str(depth))
         for v, cellv in zip(VARIANTS, trow[2:5]):
             r = next(x for x in data["rows"] if x["variant"] == v and x["depth"] == depth)
-            assert cellv == f"{fmt(r['median'], 'ts')} [{fmt(r['ci_low'], 'ts')}–{fmt(r['ci_high'], 'ts')}] n={len(r['samples_ts'])}"
+            assert (
+                cellv
+                == f"{fmt(r['median'], 'ts')} [{fmt(r['ci_low'], 'ts')}–{fmt(r['ci_high'], 'ts')}] n={len(r['samples_ts'])}"
+            )
             allowed |= {fmt(r[k], "ts") for k in ("median", "ci_low", "ci_high")} | {str(len(r["samples_ts"]))}
         for v, cellv in zip(VARIANTS[1:], trow[5:]):
             r = next(x for x in data["vs_base"] if x["variant"] == v and x["depth"] == depth)
-            assert cellv == f"{fmt(r['ratio'], 'ratio')} [{fmt(r['ci_low'], 'ratio')}–{fmt(r['ci_high'], 'ratio')}] {r['verdict']}"
+            assert (
+                cellv
+                == f"{fmt(r['ratio'], 'ratio')} [{fmt(r['ci_low'], 'ratio')}–{fmt(r['ci_high'], 'ratio')}] {r['verdict']}"
+            )
             allowed |= {fmt(r[k], "ratio") for k in ("ratio", "ci_low", "ci_high")}
         for cellv in trow:
             for n in re.findall(r"\d+(?:\.\d+)?", cellv):
@@ -528,8 +1075,15 @@ def test_real_cpu_fixtures_render_their_parsed_numbers(tmp_path):
 def test_missing_and_not_run_steps_render_not_run(tmp_path):
     p = full_bundle(tmp_path / "r1", omit=("kernel-path", "numerics", "bench:decode", "check:"))
     data = json.loads((p / "results.json").read_text())
-    data["steps"]["bench:kernel"] = {"name": "bench:kernel", "status": "not_run", "reason": "no FLASH_ATTN_EXT case matched 'x' on CUDA0",
-                                     "seconds": 0.0, "finished": "", "logs": [], "data": {}}  # fmt: skip
+    data["steps"]["bench:kernel"] = {
+        "name": "bench:kernel",
+        "status": "not_run",
+        "reason": "no FLASH_ATTN_EXT case matched 'x' on CUDA0",
+        "seconds": 0.0,
+        "finished": "",
+        "logs": [],
+        "data": {},
+    }
     (p / "results.json").write_text(json.dumps(data))
     md = render(p)
     assert section(md, "### Kernel timing").strip() == "not run: no FLASH_ATTN_EXT case matched 'x' on CUDA0"
@@ -548,12 +1102,22 @@ def test_missing_and_not_run_steps_render_not_run(tmp_path):
 def test_errored_step_without_data(tmp_path):
     p = full_bundle(tmp_path / "r1")
     data = json.loads((p / "results.json").read_text())
-    data["steps"]["bench:decode"] = {"name": "bench:decode", "status": "error", "reason": "base round 1: timed out after 1800 s",
-                                     "seconds": 1800.0, "finished": "", "logs": ["raw/decode-r1-base.log"], "data": {}}  # fmt: skip
+    data["steps"]["bench:decode"] = {
+        "name": "bench:decode",
+        "status": "error",
+        "reason": "base round 1: timed out after 1800 s",
+        "seconds": 1800.0,
+        "finished": "",
+        "logs": ["raw/decode-r1-base.log"],
+        "data": {},
+    }
     (p / "results.json").write_text(json.dumps(data))
     md = render(p)
     assert section(md, "### Decode").strip() == "error: base round 1: timed out after 1800 s"
-    assert "`bench:decode` on SYNTHETIC-GPU-A: nothing measured (error: base round 1: timed out after 1800 s)" in section(md, "### Not tested")
+    assert (
+        "`bench:decode` on SYNTHETIC-GPU-A: nothing measured (error: base round 1: timed out after 1800 s)"
+        in section(md, "### Not tested")
+    )
     assert "decode" not in [r["kind"] for r in json.loads(render(p, fmt_="json"))["attribution"]["rows"]]
 
 
@@ -583,8 +1147,20 @@ def test_failing_case_listed_and_diff_against_base(tmp_path):
 def test_variant_not_run_never_reads_passed(tmp_path):
     root = tmp_path / "r1"
     root.mkdir()
-    st = tbo_step(root, "flash_attn", {"base": {"status": "ok", "passed": 10, "total": 10, "failing": []},
-                                        "+0001": {"status": "not_run", "reason": "no test case ran on CUDA0", "passed": 0, "total": 0, "failing": []}})  # fmt: skip
+    st = tbo_step(
+        root,
+        "flash_attn",
+        {
+            "base": {"status": "ok", "passed": 10, "total": 10, "failing": []},
+            "+0001": {
+                "status": "not_run",
+                "reason": "no test case ran on CUDA0",
+                "passed": 0,
+                "total": 0,
+                "failing": [],
+            },
+        },
+    )
     p = write_bundle(root, steps=[st], gpu=gpu(), info=recipe_info(patches=("0001",)), variants=["base", "+0001"])
     rows = tables(section(render(p), "### test-backend-ops"))[0]
     assert rows[2][:2] == ["`+0001`", "not run: no test case ran on CUDA0"]
@@ -610,7 +1186,9 @@ def test_per_patch_attribution_compares_adjacent_prefixes(tmp_path):
     k2 = next(r for r in rows if r["patch"] == "0002" and r["kind"] == "kernel" and "kv=32768" in r["what"])
     assert (k2["without"], k2["with"]) == ("+0001", "+0001+0002")
     rr = stats.ratio(KSAMPLES[P2]["+0001"], KSAMPLES[P2]["+0001+0002"])
-    assert (k2["ratio"], k2["ci_low"], k2["ci_high"]) == (rr.ratio, rr.ci_low, rr.ci_high) and k2["source"] == "computed"
+    assert (k2["ratio"], k2["ci_low"], k2["ci_high"]) == (rr.ratio, rr.ci_low, rr.ci_high) and k2[
+        "source"
+    ] == "computed"
     assert k2["value_without"] == statistics.median(KSAMPLES[P2]["+0001"])
     k1 = next(r for r in rows if r["patch"] == "0001" and r["kind"] == "kernel" and "kv=32768" in r["what"])
     data = json.loads((p / "results.json").read_text())["steps"]["bench:kernel"]["data"]
@@ -620,7 +1198,10 @@ def test_per_patch_attribution_compares_adjacent_prefixes(tmp_path):
     rd = stats.ratio(DSAMPLES[("+0001", 32768)], DSAMPLES[("+0001+0002", 32768)])
     assert d2["ratio"] == rd.ratio and d2["verdict"] == "faster"
     sec = section(render(p), "### Per-patch attribution")
-    assert f"| `0002` | `+0001` → `+0001+0002` | decode tg32 @ d32768 | {fmt(d2['value_without'], 'ts')} → {fmt(d2['value_with'], 'ts')} t/s | " in sec
+    assert (
+        f"| `0002` | `+0001` → `+0001+0002` | decode tg32 @ d32768 | {fmt(d2['value_without'], 'ts')} → {fmt(d2['value_with'], 'ts')} t/s | "
+        in sec
+    )
 
 
 def test_not_tested_lists_unmeasured_families_and_compile_only_arch(tmp_path):
@@ -667,9 +1248,12 @@ def test_merge_two_gpus_gives_a_gpu_column(tmp_path):
     [
         ({"base": "f" * 40}, "base commits differ (SYNTHETIC-GPU-A: 0c1e57098bba, SYNTHETIC-GPU-B: ffffffffffff)"),
         ({"info": "other sha256 for 0002"}, "patch sha256s differ (patches/0002-change.patch)"),
-        ({"cmake_flags": ("-DGGML_CUDA=ON", "-DGGML_CUDA_FA_ALL_QUANTS=ON")}, "build options other than the CUDA arch differ"),
+        (
+            {"cmake_flags": ("-DGGML_CUDA=ON", "-DGGML_CUDA_FA_ALL_QUANTS=ON")},
+            "build options other than the CUDA arch differ",
+        ),
     ],
-)  # fmt: skip
+)
 def test_merge_refused_when_fingerprints_differ(tmp_path, change, reason):
     a = full_bundle(tmp_path / "run-a")
     kw = dict(change)
@@ -686,9 +1270,26 @@ def test_merge_refused_when_fingerprints_differ(tmp_path, change, reason):
 
 
 def test_merge_allows_a_different_cuda_arch_and_toolchain_paths(tmp_path):
-    a = full_bundle(tmp_path / "run-a", arch="90", cmake_flags=("-DGGML_CUDA=ON", "-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc", "-DCMAKE_CUDA_ARCHITECTURES=90"))
-    b = full_bundle(tmp_path / "run-b", name="SYNTHETIC-GPU-B", cc="8.9", arch="89",
-                    cmake_flags=("-DGGML_CUDA=ON", "-DCMAKE_CUDA_COMPILER=/opt/cuda-12.8/bin/nvcc", "-DCMAKE_CUDA_ARCHITECTURES=89"))
+    a = full_bundle(
+        tmp_path / "run-a",
+        arch="90",
+        cmake_flags=(
+            "-DGGML_CUDA=ON",
+            "-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc",
+            "-DCMAKE_CUDA_ARCHITECTURES=90",
+        ),
+    )
+    b = full_bundle(
+        tmp_path / "run-b",
+        name="SYNTHETIC-GPU-B",
+        cc="8.9",
+        arch="89",
+        cmake_flags=(
+            "-DGGML_CUDA=ON",
+            "-DCMAKE_CUDA_COMPILER=/opt/cuda-12.8/bin/nvcc",
+            "-DCMAKE_CUDA_ARCHITECTURES=89",
+        ),
+    )
     assert "Merged with `--force`" not in render(a, b)
 
 
@@ -724,10 +1325,15 @@ def test_json_has_the_same_evidence_sorted(tmp_path):
     assert text == json.dumps(ev, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     data = json.loads((p / "results.json").read_text())["steps"]
     k = ev["kernel"]["runs"][0]
-    assert k["cases"][0]["variants"]["base"]["median"] == data["bench:kernel"]["data"]["cases"][0]["variants"]["base"]["median"]
+    assert (
+        k["cases"][0]["variants"]["base"]["median"]
+        == data["bench:kernel"]["data"]["cases"][0]["variants"]["base"]["median"]
+    )
     assert k["noise_floor"] == data["bench:kernel"]["data"]["noise_floor"] and "raw/perf-r1-base.log" in k["logs"]
     assert ev["decode"]["runs"][0]["vs_base"][0]["verdict"] == data["bench:decode"]["data"]["vs_base"][0]["verdict"]
-    assert ev["tests"]["suites"][0]["runs"][0]["variants"][2]["backends"][0]["failing"] == ["FLASH_ATTN_EXT(hsk=256,kv=512,type_K=q4_0)"]
+    assert ev["tests"]["suites"][0]["runs"][0]["variants"][2]["backends"][0]["failing"] == [
+        "FLASH_ATTN_EXT(hsk=256,kv=512,type_K=q4_0)"
+    ]
     assert ev["prose"]["overview"] == "Overview text." and ev["not_tested"]
     out = tmp_path / "o"
     report.report_main([p], "json", out / "report.json")
@@ -761,7 +1367,10 @@ def test_pr_title(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # Real bundles from device runs (tests/fixtures/bundles/<name>/results.json), when present
 
-REAL = sorted(p.parent for p in (*(FIX / "bundles").glob("*/results.json"), *(FIX.parent.parent / "examples").glob("*/results.json")))
+REAL = sorted(
+    p.parent
+    for p in (*(FIX / "bundles").glob("*/results.json"), *(FIX.parent.parent / "examples").glob("*/results.json"))
+)
 
 
 @pytest.mark.skipif(not REAL, reason="no recorded bundle in tests/fixtures/bundles yet")
@@ -776,7 +1385,9 @@ def test_recorded_bundles_render_deterministically_with_traceable_numbers(path, 
     for c in k.get("cases") or []:
         allowed |= set(re.findall(r"\d+(?:\.\d+)?", c["params"]))
         for v in c["variants"].values():
-            allowed |= {fmt(v[x], "us") for x in ("median", "min", "max")} | ({fmt(v["pct_peak"], "pct")} if v.get("pct_peak") is not None else set())
+            allowed |= {fmt(v[x], "us") for x in ("median", "min", "max")} | (
+                {fmt(v["pct_peak"], "pct")} if v.get("pct_peak") is not None else set()
+            )
         for r in c.get("vs_base", {}).values():
             allowed |= {fmt(r[x], "ratio") for x in ("ratio", "ci_low", "ci_high")}
     for tab in tables(section(md, "### Kernel timing")):

@@ -48,7 +48,9 @@ def test_second_device_run_needed_no_workaround():
     assert "Requirement already satisfied: numpy" in pip and "in /opt/torch/.venv/lib/python3.12/site-packages" in pip
     assert pip.rstrip().splitlines()[-1].startswith("# exit: 0,")
     res = json.loads((run2 / "wheel-check.json").read_text())
-    assert res["ok"] is True and res["offloaded"] == parse_llama_log((run2 / "check-generate.log").read_text())["offloaded"] == [3, 3]
+    assert res["ok"] is True and res["offloaded"] == parse_llama_log((run2 / "check-generate.log").read_text())[
+        "offloaded"
+    ] == [3, 3]
     assert res["tokens"] == json.loads((H200 / "wheel-check.json").read_text())["tokens"]
     job = (run2 / "job.log").read_text()
     assert "built in 310 s (+0001+0002, cuda-90)" in job and "offloaded [3, 3]" in job

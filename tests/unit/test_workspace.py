@@ -10,9 +10,8 @@ def test_a_second_writer_of_the_same_folder_is_refused(tmp_path):
     ws = Workspace.at(tmp_path / "w")
     target = ws.builds("r", "cpu")
     with ws.lock(target):
-        with pytest.raises(LockError, match="in use by patchkit pid"):
-            with ws.lock(target):
-                pass
+        with pytest.raises(LockError, match="in use by patchkit pid"), ws.lock(target):
+            pass
         with ws.lock(ws.builds("r", "cuda-90")):  # another folder is free
             pass
     with ws.lock(target):  # released
