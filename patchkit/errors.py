@@ -15,6 +15,10 @@ class RecipeError(PatchkitError):
     pass
 
 
+class OptionError(PatchkitError):
+    """A command-line option or PATCHKIT_* environment value that cannot be used."""
+
+
 class FetchError(PatchkitError):
     pass
 

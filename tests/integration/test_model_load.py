@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from patchkit import parse
-from patchkit import run as run_mod
+from patchkit.measure import numerics as run_mod
 from patchkit.model import SyntheticModelSpec, describe, write_synthetic_gguf
 
 pytestmark = pytest.mark.integration

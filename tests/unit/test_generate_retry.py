@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from patchkit import run
+from patchkit.measure import numerics as run
 from patchkit.results import Bundle
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "cpu"

@@ -11,7 +11,7 @@ import pytest
 from patchkit import parse, report
 from patchkit.recipe import load_recipe
 from patchkit.results import Bundle
-from patchkit.workflow import reparse_step
+from patchkit.replay import reparse_step
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "examples" / "h200"
@@ -62,7 +62,7 @@ def test_llama_bench_json_from_the_h200():
     assert all(len(r.samples_ts) == 3 and r.type_k == "q4_0" and r.n_gen == 32 for r in recs)
 
 
-@pytest.mark.parametrize("step", ["test:flash_attn", "bench:kernel", "kernel-path", "bench:decode"])
+@pytest.mark.parametrize("step", ["test:flash_attn", "bench:kernel", "bench:path", "bench:decode"])
 def test_replaying_the_raw_logs_gives_the_stored_results(tmp_path, step):
     run = tmp_path / "h200"
     shutil.copytree(RUN, run)

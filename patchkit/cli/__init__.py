@@ -1,0 +1,69 @@
+"""patchkit's command line: one table of commands (west's BUILTIN_COMMAND_GROUPS is the model).
+
+Every PatchkitError is caught here, once, and printed as `patchkit: error: <message>` with exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from patchkit import __version__
+from patchkit.cli import commands
+from patchkit.cli.base import Command, add_build, add_common
+from patchkit.errors import PatchkitError
+
+DESCRIPTION = (
+    "Carry performance patches for llama.cpp's ggml backends over a moving upstream: fetch a pinned base, "
+    "apply a patch series, build every variant, prove it with test-backend-ops and llama-bench, and write "
+    "a PR-ready report whose every number traces to a raw log."
+)
+
+GROUPS: tuple[tuple[str, tuple[Command, ...]], ...] = (("pipeline and results", commands.COMMANDS),)
+
+
+def _transitional(sub) -> None:  # TODO(lead): replaced by patchkit.cli.maintain / patchkit.cli.wheel COMMANDS
+    import importlib
+
+    for name in ("maintain",):
+        try:
+            mod = importlib.import_module(f"patchkit.{name}")
+        except ModuleNotFoundError:
+            continue
+        if hasattr(mod, "add_parsers"):
+            mod.add_parsers(sub, add_common, add_build)
+    for cmd in importlib.import_module("patchkit.cli.wheel").COMMANDS:  # wheel, wheel-check (wheels agent)
+        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        cmd.add_arguments(p)
+        p.set_defaults(command_object=cmd)
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="patchkit", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"patchkit {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for _, group in GROUPS:
+        for cmd in group:
+            p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+            cmd.add_arguments(p)
+            p.set_defaults(command_object=cmd)
+    _transitional(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = make_parser().parse_args(argv)
+    try:
+        if hasattr(args, "func"):  # TODO(lead): transitional
+            return args.func(args)
+        return args.command_object.run(args)
+    except PatchkitError as e:
+        print(f"patchkit: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("patchkit: interrupted; rerun the same command to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

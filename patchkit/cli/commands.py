@@ -1,0 +1,403 @@
+"""The commands of the pipeline and its results: fetch, apply, build, test, bench, numerics, run,
+model, report, pr, import, reparse, parse. Each turns its arguments into typed options and calls
+the stage's API."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from patchkit import build as build_mod
+from patchkit import parse as parsers  # TODO(lead): patchkit.parsers
+from patchkit import pipeline, publish, replay, report, steps
+from patchkit.cli.base import (
+    Command,
+    add_build,
+    add_common,
+    add_variants,
+    ctx_of,
+    int_list,
+    non_negative_int,
+    positive_int,
+)
+from patchkit.errors import BuildError, ResultsError
+from patchkit.measure.decode import synth_model
+from patchkit.options import build_options, resolve_run
+from patchkit.results import Bundle, latest_run
+
+
+class Fetch(Command):
+    name = "fetch"
+    help = "materialize the recipe's base in the cache"
+
+    def add_arguments(self, p):
+        add_common(p)
+
+    def run(self, args):
+        pipeline.fetch(ctx_of(args))
+        return 0
+
+
+class Apply(Command):
+    name = "apply"
+    help = "make one worktree per variant (base, +0001, +0001+0002, ...)"
+
+    def add_arguments(self, p):
+        add_common(p)
+        add_variants(p)
+        p.add_argument("--force", action="store_true", help="discard uncommitted edits in variant trees")
+
+    def run(self, args):
+        ctx = ctx_of(args)
+        pipeline.apply(
+            ctx, pipeline.fetch(ctx), only=tuple(args.variant), leave_one_out=args.leave_one_out, force=args.force
+        )
+        return 0
+
+
+class Build(Command):
+    name = "build"
+    help = "build every variant with CMake + Ninja"
+
+    def add_arguments(self, p):
+        add_common(p)
+        add_build(p)
+        p.add_argument(
+            "--check",
+            action="store_true",
+            help="compile only the translation units the series touches, per arch (no GPU needed)",
+        )
+        p.add_argument("--force", action="store_true", help="discard uncommitted edits in variant trees")
+
+    def run(self, args):
+        ctx = ctx_of(args)
+        opts = build_options(ctx.recipe, vars(args))
+        base = pipeline.fetch(ctx)
+        states = pipeline.apply(
+            ctx, base, only=tuple(args.variant), leave_one_out=args.leave_one_out, force=args.force
+        )
+        if args.check:
+            return _check(ctx, base, states, opts)
+        results = build_mod.build_variants(ctx.recipe, base, ctx.ws, states, opts, logs=ctx.logs)
+        built = [r for r in results if not r.reused]
+        print(f"built {len(built)} of {len(results)} variants in {sum(r.seconds for r in built):.0f} s", end="")
+        print(f" ({len(results) - len(built)} reused)" if len(built) < len(results) else "")
+        return 0
+
+
+def _check(ctx, base, states, opts) -> int:
+    items = build_mod.check(ctx.recipe, base, ctx.ws, states, opts, logs=ctx.logs)
+    bad = [i for i in items if not i.ok]
+    for i in items:
+        print(f"  {'ok  ' if i.ok else 'FAIL'} {i.variant:<12} sm_{i.arch:<4} {i.source}{'  ' + i.error if i.error else ''}")
+    if bad:
+        b = bad[0]
+        raise BuildError(
+            f"compile check: {len(bad)}/{len(items)} translation units failed; "
+            f"first: {b.source} ({b.variant}, arch {b.arch}): {b.error}"
+        )
+    print(f"compile check: {len(items)}/{len(items)} translation units compiled")
+    return 0
+
+
+# --- the measuring commands: one pipeline, different step selections
+
+
+def _run_common(p: argparse.ArgumentParser) -> None:
+    add_common(p)
+    add_build(p)
+    p.add_argument("--run", default=None, help="resume (or name) this run folder instead of starting a new one")
+    p.add_argument("--redo", action="store_true", help="redo steps that finished in this run")
+    p.add_argument("--force", action="store_true", help="discard uncommitted edits in variant trees")
+
+
+def _test_opts(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--filter", "-p", default=None, help="extra test-backend-ops -p regex (a subset of the suites)")
+    p.add_argument(
+        "--test-jobs", type=non_negative_int, default=0, help="test-backend-ops -j (parallel test workers)"
+    )
+    p.add_argument(
+        "--test-variant", action="append", default=[], help="run the test suites only on these variants (repeatable)"
+    )
+
+
+def _kernel_opts(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rounds", type=positive_int, default=0, help="kernel timing: interleaved rounds (default: recipe)")
+    p.add_argument("--params", default=None, help="kernel timing: test-backend-ops -p regex (default: recipe)")
+    p.add_argument("--test-file", default=None, help="kernel timing: exact test-backend-ops --test-file")
+
+
+def _decode_opts(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--depths", type=int_list, default=None, help="decode: llama-bench -d depths, e.g. 0,32768")
+    p.add_argument("--n-gen", type=positive_int, default=0, help="decode: tokens generated per test (llama-bench -n)")
+    p.add_argument("--repetitions", type=positive_int, default=0, help="decode: llama-bench -r (default: recipe)")
+    p.add_argument(
+        "--decode-rounds", type=positive_int, default=0, help="decode: interleaved llama-bench rounds (default 1)"
+    )
+    p.add_argument("--model", default=None, help="decode/numerics: a GGUF model (default: the synthetic one)")
+
+
+def _numerics_opts(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--numerics-depths", type=int_list, default=None, help="numerics: context depths, e.g. 0,16384 (default: recipe)"
+    )
+
+
+def measure(args: argparse.Namespace, kinds: tuple[str, ...], *, label: str, not_run_ok: bool) -> tuple[Bundle, int]:
+    """Resolve the options (before anything is written), run the pipeline, and the exit status."""
+    ctx = ctx_of(args)
+    steps.check_names(tuple(getattr(args, "skip", None) or ()), "--skip")
+    opts = resolve_run(ctx.recipe, vars(args), steps=kinds)
+    bundle = pipeline.run(ctx, opts, label=label)
+    names = [n for n in bundle.data["steps"] if n.startswith("build:")]
+    names += [name for _, name in pipeline.wanted(ctx.recipe, opts)]
+    return bundle, pipeline.exit_status(bundle, names, not_run_ok=not_run_ok)
+
+
+class Test(Command):
+    name = "test"
+    help = "test-backend-ops test mode on every variant (suites from the recipe)"
+
+    def add_arguments(self, p):
+        _run_common(p)
+        p.add_argument("suites", nargs="*", help="suite names from the recipe's [suites] (default: all)")
+        _test_opts(p)
+
+    def run(self, args):
+        return measure(args, ("test",), label="test", not_run_ok=False)[1]
+
+
+class Bench(Command):
+    name = "bench"
+    help = "bench:kernel (test-backend-ops perf), bench:path (ncu) or bench:decode (llama-bench)"
+    WHAT = {"kernel": ("bench:kernel",), "path": ("bench:kernel", "bench:path"), "decode": ("bench:decode",)}
+
+    def add_arguments(self, p):
+        _run_common(p)
+        p.add_argument("what", choices=tuple(self.WHAT), help="the step: bench:kernel, bench:path or bench:decode")
+        _kernel_opts(p)
+        _decode_opts(p)
+
+    def run(self, args):
+        return measure(args, self.WHAT[args.what], label=f"bench-{args.what}", not_run_ok=False)[1]
+
+
+class Numerics(Command):
+    name = "numerics"
+    help = "bit-identical outputs? first differences and KL divergence against base"
+
+    def add_arguments(self, p):
+        _run_common(p)
+        _numerics_opts(p)
+        p.add_argument("--model", default=None, help="a GGUF model (default: the synthetic one)")
+
+    def run(self, args):
+        return measure(args, ("numerics",), label="numerics", not_run_ok=False)[1]
+
+
+class Run(Command):
+    name = "run"
+    help = "the whole recipe, resumable: fetch, apply, build, every step, report"
+
+    def add_arguments(self, p):
+        _run_common(p)
+        p.add_argument(
+            "--skip",
+            action="append",
+            default=[],
+            metavar="STEP",
+            help=f"a step (or step:instance) not to run: {', '.join(k.name for k in steps.STEPS)} (repeatable)",
+        )
+        p.add_argument("--label", default="", help="suffix of the run folder's name")
+        p.add_argument(
+            "--check-arch",
+            action="append",
+            default=[],
+            help="also compile-check the touched translation units for this CUDA arch (repeatable)",
+        )
+        _test_opts(p)
+        _kernel_opts(p)
+        _decode_opts(p)
+        _numerics_opts(p)
+        p.set_defaults(suites=None)
+
+    def run(self, args):
+        kinds = tuple(k.name for k in steps.STEPS)
+        bundle, status = measure(args, kinds, label=args.label or "run", not_run_ok=True)
+        report.report_main([bundle.path], "md", bundle.path / "report.md")
+        print(f"report: {bundle.path / 'report.md'}")
+        return status
+
+
+class Model(Command):
+    name = "model"
+    help = "write the synthetic default model (GGUF)"
+
+    def add_arguments(self, p):
+        add_common(p)
+        p.add_argument("action", choices=("synth",), help="synth: the recipe's synthetic model")
+        p.add_argument("-o", "--output", default=None, help="where to write it (default: the work folder's cache)")
+
+    def run(self, args):
+        ctx = ctx_of(args)
+        pipeline.fetch(ctx)
+        path, info = synth_model(ctx, Path(args.output) if args.output else None)
+        print(f"{path}: {info.get('n_params')} parameters, {info.get('file_size')} bytes")
+        return 0
+
+
+class Report(Command):
+    name = "report"
+    help = "render the PR description from stored results"
+
+    def add_arguments(self, p):
+        add_common(p)
+        p.add_argument("runs", nargs="*", help="run folders (default: the recipe's latest run)")
+        p.add_argument("--format", choices=("md", "json"), default="md", help="markdown (default) or the evidence JSON")
+        p.add_argument("-o", "--output", default=None, help="write here instead of standard output")
+        p.add_argument("--force", action="store_true", help="merge runs even where fingerprints differ")
+
+    def run(self, args):
+        paths = [Path(p) for p in args.runs]
+        if not paths:
+            ctx = ctx_of(args)
+            paths = [latest_run(ctx.ws.runs(ctx.recipe.name))]
+        out = Path(args.output) if args.output else None
+        return report.report_main(paths, args.format, out, force=args.force)
+
+
+class Pr(Command):
+    name = "pr"
+    help = "create or update the PR body on GitHub from a rendered report (token from $GITHUB_TOKEN)"
+
+    def add_arguments(self, p):
+        add_common(p)
+        p.add_argument("--repo", required=True, help="OWNER/NAME")
+        p.add_argument(
+            "--number", type=positive_int, default=None, help="update this PR's body; without it a PR is created"
+        )
+        p.add_argument("--head", default=None, help="branch of the PR to create, e.g. me:my-branch")
+        p.add_argument("--base", default="master", help="the branch the PR targets (default: master)")
+        p.add_argument(
+            "--report", default=None, help="the report markdown (default: report.md of the recipe's latest run)"
+        )
+        p.add_argument("--api", default="https://api.github.com", help="the GitHub REST API root (https only)")
+        p.add_argument("--dry-run", action="store_true", help="print what would be sent; send nothing")
+
+    def run(self, args):
+        if args.report:
+            report_md = Path(args.report)
+        else:
+            ctx = ctx_of(args)
+            report_md = latest_run(ctx.ws.runs(ctx.recipe.name)) / "report.md"
+        return publish.publish_main(
+            report_md, args.repo, number=args.number, head=args.head, base=args.base, dry_run=args.dry_run, api=args.api
+        )
+
+
+class Import(Command):
+    name = "import"
+    help = "add logs of a run made elsewhere to a results bundle and parse them into its step"
+
+    def add_arguments(self, p):
+        add_common(p)
+        p.add_argument(
+            "--tool",
+            required=True,
+            choices=tuple(steps.IMPORT_TOOLS),
+            help="the tool that wrote the logs: " + ", ".join(f"{t} ({k.name})" for t, k in steps.IMPORT_TOOLS.items()),
+        )
+        p.add_argument(
+            "--log",
+            action="append",
+            required=True,
+            metavar="VARIANT=FILE",
+            help="a log and the variant it ran (repeat; a variant's second log is its second round)",
+        )
+        p.add_argument("--suite", default="flash_attn", help="for test-backend-ops logs: the recipe suite they ran")
+        p.add_argument(
+            "--backend", choices=("cuda", "cpu"), default="cuda", help="the backend the logs ran on (default: cuda)"
+        )
+        p.add_argument("--run", default=None, help="add to this run folder (default: a new run folder)")
+        p.add_argument("--env", default=None, help="env.json of the machine the logs come from (patchkit's fingerprint)")
+
+    def run(self, args):
+        ctx = ctx_of(args)
+        pairs = []
+        for item in args.log:
+            v, sep, f = item.partition("=")
+            if not sep or not v or not f:
+                raise ResultsError(f"import: --log {item!r}: expected VARIANT=FILE")
+            pairs.append((v, Path(f)))
+        req = replay.ImportRequest(
+            tool=args.tool,
+            logs=tuple(pairs),
+            suite=args.suite,
+            backend=args.backend,
+            run=args.run or "",
+            env=Path(args.env) if args.env else None,
+        )
+        return 0 if replay.import_logs(ctx, req).status.value == "ok" else 1
+
+
+class Reparse(Command):
+    name = "reparse"
+    help = "re-derive steps of a run from its raw logs (after a parser fix, or logs imported from elsewhere)"
+
+    def add_arguments(self, p):
+        add_common(p)
+        p.add_argument("run", help="run folder")
+        p.add_argument(
+            "--step",
+            action="append",
+            required=True,
+            help="a step name of the run: " + ", ".join(f"{k.name}" for k in steps.STEPS if k.reparse),
+        )
+
+    def run(self, args):
+        steps.check_names(tuple(args.step), "--step")
+        bundle = Bundle.open(Path(args.run))
+        recipe = ctx_of(args).recipe
+        for name in args.step:
+            pipeline.record(bundle, replay.reparse_step(bundle, name, recipe))
+        return 0
+
+
+class Parse(Command):
+    name = "parse"
+    help = "print the parsed records of a tool's output as JSON"
+    TOOLS = {
+        "test-backend-ops": lambda text, f: parsers.parse_test_console(text, f).to_dict(),
+        "perf-sql": lambda text, f: [r.to_dict() for r in parsers.parse_perf_sql(text, f)],
+        "perf": lambda text, f: [r.to_dict() for r in parsers.parse_perf_console(text, f)],
+        "llama-bench": lambda text, f: [r.to_dict() for r in parsers.parse_llama_bench_json(text, f)],
+        "llama-bench-jsonl": lambda text, f: [r.to_dict() for r in parsers.parse_llama_bench_jsonl(text, f)],
+        "ncu": lambda text, f: [r.to_dict() for r in parsers.parse_ncu_csv(text, f)],
+    }
+
+    def add_arguments(self, p):
+        p.add_argument("--tool", required=True, choices=tuple(self.TOOLS), help="the tool whose output FILE holds")
+        p.add_argument("file", help="the tool's output (a raw log of a run folder, or the tool's own output)")
+
+    def run(self, args):
+        text = parsers.read_log(args.file)
+        print(json.dumps(self.TOOLS[args.tool](text, args.file), indent=2, sort_keys=True, default=str))
+        return 0
+
+
+COMMANDS: tuple[Command, ...] = (
+    Fetch(),
+    Apply(),
+    Build(),
+    Test(),
+    Bench(),
+    Numerics(),
+    Run(),
+    Model(),
+    Report(),
+    Pr(),
+    Import(),
+    Reparse(),
+    Parse(),
+)

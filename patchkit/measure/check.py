@@ -1,0 +1,34 @@
+"""Step `check:<config>`: compile only the translation units the series touches, for another arch."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from patchkit import build as build_mod
+from patchkit.measure.tool import Built
+from patchkit.options import RunOptions
+from patchkit.results import Status, Step
+
+
+def instance(arch: str) -> str:
+    """The step name of a compile check for one CUDA arch."""
+    return f"check:cuda-{arch}"
+
+
+def step(built: Built, opts: RunOptions, name: str) -> Step:
+    arch = name.removeprefix("check:cuda-")
+    one = dataclasses.replace(opts.build, backend="cuda", archs=(arch,))
+    b = built.bundle
+    items = build_mod.check(built.ctx.recipe, built.base, built.ctx.ws, list(built.states), one, logs=b.raw)
+    bad = [i for i in items if not i.ok]
+    return Step(
+        name=name,
+        status=Status.FAIL if bad else Status.OK,
+        reason=f"{len(bad)} of {len(items)} translation units failed" if bad else "",
+        logs=sorted({b.rel(p) for p in b.raw.glob(f"check-*{arch}*.log")}),
+        data={"items": [i.to_dict() for i in items]},
+    )
+
+
+def inputs(built: Built, opts: RunOptions, name: str) -> dict:
+    return {"cmake_options": opts.build.cmake_options}

@@ -1,0 +1,316 @@
+"""Step `numerics`: greedy generations compared with base (first differing character), KL divergence."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from pathlib import Path
+
+from patchkit import parse, proc
+from patchkit.errors import ParseError
+from patchkit.measure.decode import decode_model
+from patchkit.measure.tool import Bins, Built, run_logged
+from patchkit.options import RunOptions
+from patchkit.results import Bundle, Status, Step
+
+# ---------------------------------------------------------------------------------------------
+# Numerics: greedy generations compared, and KL divergence of logits against base
+
+
+def long_prompt(n_chars: int, seed_text: str) -> str:
+    """A deterministic prompt of n_chars characters (at most n_chars tokens with any vocabulary)."""
+    words = seed_text.split() or ["token"]
+    out, i, size = [], 0, 0
+    while size < n_chars:
+        w = f"{words[i % len(words)]}{i // len(words)}" if i % 7 == 0 else words[i % len(words)]
+        out.append(w)
+        size += len(w) + 1
+        i += 1
+    return " ".join(out)[:n_chars]
+
+
+_PROMPT_TOKENS = re.compile(r"prompt eval time =\s+[\d.]+ ms /\s+(\d+) tokens")
+
+
+# llama.cpp's common tools (llama-completion, llama-perplexity) write through an asynchronous logger
+# that at this base is never flushed at exit (common/log.cpp, upstream issue 22142): a run can end
+# with exit 0 and the tail of its output missing. Such a run is run again (every log kept), up to
+# ATTEMPTS times, rather than read, so a lost tail is never reported as a difference.
+ATTEMPTS = 3
+
+
+def _run_whole(
+    bundle: Bundle,
+    name: str,
+    argv: list,
+    finished,
+    what: str,
+    *,
+    timeout: float,
+    logs: list[str],
+    separate_stderr: bool = False,
+) -> tuple[proc.Completed | None, str, Path]:
+    """_run_logged until `finished(log text)` (the tool's closing lines are in the log)."""
+    for attempt in range(1, ATTEMPTS + 1):
+        done, why, log = run_logged(
+            bundle,
+            name + (f"-try{attempt}" if attempt > 1 else ""),
+            argv,
+            timeout=timeout,
+            separate_stderr=separate_stderr,
+        )
+        logs.append(bundle.rel(log))
+        if why or done is None or finished(log.read_text(errors="replace")):
+            return done, why, log
+    return (
+        None,
+        f"{Path(str(argv[0])).name}'s output was cut short in {ATTEMPTS} runs (no {what}; llama.cpp's logger is not flushed at exit)",
+        log,
+    )
+
+
+def _generate(
+    bundle: Bundle,
+    b: Bins,
+    model: Path,
+    prompt_file: Path,
+    n_predict: int,
+    ctx: int,
+    type_k: str,
+    type_v: str,
+    tag: str,
+    timeout: float,
+    logs: list[str],
+) -> tuple[str | None, str, str, int | None]:
+    """One greedy generation; complete when its log holds the closing `common_perf_print:` lines."""
+    argv = [
+        b.exe("llama-completion"),
+        "-m",
+        model,
+        "-f",
+        prompt_file,
+        "-n",
+        str(n_predict),
+        "--temp",
+        "0",
+        "-s",
+        "0",
+        "-c",
+        str(ctx),
+        "-fa",
+        "on",
+        "-ctk",
+        type_k,
+        "-ctv",
+        type_v,
+        "-no-cnv",
+        "--no-display-prompt",
+        "--ignore-eos",
+        "-ngl",
+        "99",
+    ]
+    done, why, log = _run_whole(
+        bundle,
+        f"gen-{tag}-{b.variant}",
+        argv,
+        parse.completion_finished,
+        "closing common_perf_print lines",
+        timeout=timeout,
+        logs=logs,
+        separate_stderr=True,
+    )
+    if why or done is None:
+        return None, why, bundle.rel(log), None
+    m = _PROMPT_TOKENS.search(log.read_text(errors="replace"))
+    text = done.stdout.rstrip("\n")
+    if not text.strip():
+        return None, "llama-completion generated no text", bundle.rel(log), None
+    return text, "", bundle.rel(log), int(m.group(1)) if m else None
+
+
+def _first_diff(a: str, b: str) -> int | None:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+_KLD = {
+    "mean": re.compile(r"Mean\s+KLD:\s+([-\d.eE+]+)"),
+    "max": re.compile(r"Maximum KLD:\s+([-\d.eE+]+)"),
+    "p99": re.compile(r"99\.0%\s+KLD:\s+([-\d.eE+]+)"),
+    "same_top_p": re.compile(r"Same top p:\s+([-\d.eE+]+)"),
+}
+
+
+def parse_kld(text: str, source: str) -> dict[str, float]:
+    out = {}
+    for k, rx in _KLD.items():
+        m = rx.search(text)
+        if m:
+            out[k] = float(m.group(1))
+    if "mean" not in out:
+        raise ParseError(f"{source}: no 'Mean KLD:' line in llama-perplexity --kl-divergence output")
+    return out
+
+
+def run_numerics(
+    bundle: Bundle,
+    bins: list[Bins],
+    *,
+    model: Path,
+    prompts: tuple[str, ...],
+    depths: tuple[int, ...],
+    n_predict: int,
+    type_k: str,
+    type_v: str,
+    kl_ctx: int = 512,
+    kl_chunks: int = 4,
+    timeout: float = 900,
+) -> Step:
+    t0 = time.monotonic()
+    work = bundle.path / "numerics"
+    work.mkdir(exist_ok=True)
+    gens: dict[str, dict[tuple[int, int], tuple[str | None, str, str]]] = {}
+    logs: list[str] = []
+    for d in depths:
+        for pi, prompt in enumerate(prompts):
+            text = prompt if d == 0 else long_prompt(d, prompt) + "\n" + prompt
+            pf = work / f"prompt-d{d}-p{pi}.txt"
+            pf.write_text(text)
+            ctx = len(text) + n_predict + 512
+            for b in bins:
+                gens.setdefault(b.variant, {})[(d, pi)] = _generate(
+                    bundle, b, model, pf, n_predict, ctx, type_k, type_v, f"d{d}-p{pi}", timeout, logs
+                )
+    # KL divergence against base over a fixed text
+    kl_text = work / "kl.txt"
+    kl_text.write_text(long_prompt(kl_ctx * kl_chunks * 6, " ".join(prompts)))
+    base_logits = work / "base-logits.bin"
+    kld: dict[str, dict | None] = {}
+    base = next((b for b in bins if b.variant == "base"), None)
+    if base is not None:
+        common = [
+            "-f",
+            kl_text,
+            "-c",
+            str(kl_ctx),
+            "--chunks",
+            str(kl_chunks),
+            "-fa",
+            "on",
+            "-ctk",
+            type_k,
+            "-ctv",
+            type_v,
+            "-ngl",
+            "99",
+        ]
+        done, why, log = _run_whole(
+            bundle,
+            "kld-base",
+            [base.exe("llama-perplexity"), "-m", model, *common, "--kl-divergence-base", base_logits],
+            lambda s: "Final estimate: PPL" in s,
+            "'Final estimate' line",
+            timeout=timeout,
+            logs=logs,
+        )
+        if not why:
+            for b in bins:
+                if b is base:
+                    continue
+                done, why2, log = _run_whole(
+                    bundle,
+                    f"kld-{b.variant}",
+                    [
+                        b.exe("llama-perplexity"),
+                        "-m",
+                        model,
+                        *common,
+                        "--kl-divergence-base",
+                        base_logits,
+                        "--kl-divergence",
+                    ],
+                    lambda s: "Same top p:" in s,
+                    "'Same top p' line",
+                    timeout=timeout,
+                    logs=logs,
+                )
+                try:
+                    kld[b.variant] = (
+                        {**parse_kld(done.stdout if done else "", str(log)), "log": bundle.rel(log)}
+                        if not why2
+                        else {"error": why2, "log": bundle.rel(log)}
+                    )
+                except ParseError as e:
+                    kld[b.variant] = {"error": str(e), "log": bundle.rel(log)}
+        base_logits.unlink(missing_ok=True)  # large, and derivable
+    pairs = []
+    if base is not None:
+        for b in bins:
+            if b is base:
+                continue
+            gl = []
+            for (d, pi), (ta, why_a, la, ntok) in sorted(gens["base"].items()):
+                tb, why_b, lb, _ = gens[b.variant][(d, pi)]
+                if ta is None or tb is None:
+                    gl.append(
+                        {"depth": d, "prompt": pi, "identical": None, "error": why_a or why_b, "log_a": la, "log_b": lb}
+                    )
+                    continue
+                fd = _first_diff(ta, tb)
+                gl.append(
+                    {
+                        "depth": d,
+                        "prompt_tokens": ntok,
+                        "prompt": pi,
+                        "identical": fd is None,
+                        "first_diff_char": fd,
+                        "sha256_a": hashlib.sha256(ta.encode()).hexdigest(),
+                        "sha256_b": hashlib.sha256(tb.encode()).hexdigest(),
+                        "log_a": la,
+                        "log_b": lb,
+                    }
+                )
+            ok = [g["identical"] for g in gl if g["identical"] is not None]
+            pairs.append(
+                {
+                    "a": base.variant,
+                    "b": b.variant,
+                    "identical": bool(ok) and all(ok),
+                    "generations": gl,
+                    "kld": kld.get(b.variant),
+                }
+            )
+    errors = [g.get("error") for p in pairs for g in p["generations"] if g.get("error")]
+    return Step(
+        name="numerics",
+        status=Status.ERROR if errors else Status.OK,
+        reason="; ".join(sorted(set(errors))),
+        seconds=round(time.monotonic() - t0, 1),
+        logs=logs,
+        data={"pairs": pairs, "depths": list(depths), "prompts": list(prompts), "n_predict": n_predict},
+    )
+
+
+def step(built: Built, opts: RunOptions, name: str) -> Step:
+    n = opts.numerics
+    path, _ = decode_model(built.ctx, opts.decode.model)
+    return run_numerics(
+        built.bundle,
+        list(built.bins),
+        model=path,
+        prompts=n.prompts,
+        depths=n.depths,
+        n_predict=n.n_predict,
+        type_k=opts.decode.type_k,
+        type_v=opts.decode.type_v,
+        kl_ctx=n.kl_ctx,
+        kl_chunks=n.kl_chunks,
+    )
+
+
+def inputs(built: Built, opts: RunOptions, name: str) -> dict:
+    n = opts.numerics
+    return {"depths": n.depths, "prompts": n.prompts, "n_predict": n.n_predict, "model": opts.decode.model}

@@ -1,0 +1,119 @@
+"""Step `bench:path`: the CUDA kernels each variant launches per timed case (ncu)."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from patchkit import parse, proc
+from patchkit.errors import ToolNotFound
+from patchkit.measure.tool import Bins, Built, run_parsed
+from patchkit.options import RunOptions
+from patchkit.results import Bundle, Status, Step
+
+# ---------------------------------------------------------------------------------------------
+# Kernel path: which kernels each variant launches for each case (Nsight Compute)
+
+
+def exact_params_regex(params: str) -> str:
+    return "^" + re.escape(params) + "$"
+
+
+def run_kernel_path(
+    bundle: Bundle,
+    bins: list[Bins],
+    *,
+    backend: str,
+    op: str,
+    cases: list[str],
+    launch_count: int = 40,
+    timeout: float = 600,
+) -> Step:
+    t0 = time.monotonic()
+    try:
+        if not bundle.replay:
+            proc.which("ncu")
+    except ToolNotFound as e:
+        return Step(name="bench:path", status=Status.NOT_RUN, reason=f"ncu (Nsight Compute) not available: {e}")
+    out_cases = []
+    logs, errors = [], []
+    for i, p in enumerate(cases):
+        per: dict[str, list[dict]] = {}
+        for b in bins:
+            argv = [
+                "ncu",
+                "--clock-control",
+                "none",
+                "--csv",
+                "--print-units",
+                "base",
+                "--metrics",
+                "gpu__time_duration.sum",
+                "--launch-count",
+                str(launch_count),
+                b.exe("test-backend-ops"),
+                "perf",
+                "-b",
+                backend,
+                "-o",
+                op,
+                "-p",
+                exact_params_regex(p),
+            ]
+            launches = run_parsed(
+                bundle,
+                f"ncu-case{i}-{b.variant}",
+                argv,
+                parse.parse_ncu_csv,
+                errors,
+                f"{b.variant} case {i}",
+                logs,
+                timeout=timeout,
+            )
+            if launches is None:
+                continue
+            per[b.variant] = [
+                {"name": k.name, "count": k.count, "total_ns": k.total_ns, "share": k.share}
+                for k in parse.summarize_kernels(launches)
+            ]
+        out_cases.append({"params": p, "variants": per})
+    status = (
+        Status.ERROR if errors and not any(c["variants"] for c in out_cases) else (Status.FAIL if errors else Status.OK)
+    )
+    return Step(
+        name="bench:path",
+        status=status,
+        reason="; ".join(errors),
+        seconds=round(time.monotonic() - t0, 1),
+        logs=logs,
+        data={"cases": out_cases, "launch_count": launch_count},
+    )
+
+
+def step(built: Built, opts: RunOptions, name: str) -> Step:
+    """Kernel names of the cases `bench:kernel` timed (those matching the recipe's path_params)."""
+    if built.backend != "cuda":
+        return Step(name=name, status=Status.NOT_RUN, reason="kernel names need a CUDA build and ncu")
+    kb = built.bundle.step("bench:kernel")
+    cases = [c["params"] for c in (kb.data.get("cases", []) if kb else [])]
+    if not cases:
+        return Step(name=name, status=Status.NOT_RUN, reason="no kernel cases (bench:kernel did not run)")
+    if opts.kernel.path_params:
+        cases = [c for c in cases if re.search(opts.kernel.path_params, c)]
+    return run_kernel_path(built.bundle, list(built.bins), backend=opts.device, op=opts.kernel.op, cases=cases)
+
+
+def inputs(built: Built, opts: RunOptions, name: str) -> dict:
+    return {"op": opts.kernel.op, "path_params": opts.kernel.path_params}
+
+
+def reparse(bundle: Bundle, old: Step, bins: list[Bins]) -> Step:
+    d = old.data
+    return run_kernel_path(
+        bundle,
+        bins,
+        backend="CUDA0",
+        op="FLASH_ATTN_EXT",
+        cases=[c["params"] for c in d["cases"]],
+        launch_count=d.get("launch_count", 40),
+    )

@@ -1,0 +1,125 @@
+"""Running one tool for a step: its raw log, a crash or timeout as a reason, replay from a recorded log."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from patchkit import proc
+from patchkit.errors import ParseError, ToolNotFound
+from patchkit.options import Context
+from patchkit.results import Bundle
+from patchkit.series import VariantState
+from patchkit.source import BaseInfo
+
+
+@dataclass(frozen=True, kw_only=True)
+class Built:
+    """What every measurement step gets: the run folder, the recipe and work folder, the base, and the
+    built variants (base first)."""
+
+    ctx: Context
+    base: BaseInfo
+    bundle: Bundle
+    states: tuple[VariantState, ...]  # the variant trees (base first)
+    bins: tuple[Bins, ...]
+    backend: str  # cuda | cpu
+
+    @property
+    def peak_bw_gbs(self) -> float | None:
+        return (self.bundle.env.get("gpu") or {}).get("peak_bw_gbs")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Bins:
+    """A built variant: its name and the folder holding its binaries."""
+
+    variant: str
+    dir: Path
+
+    def exe(self, name: str) -> Path:
+        return self.dir / name
+
+
+def failure(done: proc.Completed, timeout: float | None) -> str:
+    """Why a tool run counts as failed ('' when it did not)."""
+    if done.returncode is None:
+        return f"timed out after {timeout:.0f} s" if timeout else "timed out"
+    if done.returncode < 0:
+        return f"crashed (signal {-done.returncode})"
+    return "" if done.returncode == 0 else f"exited with {done.returncode}"
+
+
+def run_logged(
+    bundle: Bundle,
+    name: str,
+    argv: list,
+    *,
+    timeout: float | None,
+    env: dict | None = None,
+    separate_stderr: bool = False,
+) -> tuple[proc.Completed | None, str, Path]:
+    """Run a tool (or, when the bundle replays, read its recorded log); returns (completed or None,
+    failure reason, log). A crash or timeout is a reason, not an exception."""
+    log = bundle.raw_log(name)
+    if bundle.replay:
+        if not log.is_file():
+            return None, f"no raw log {bundle.rel(log)} to replay", log
+        done = completed_from_log(log)
+        return done, failure(done, None), log
+    try:
+        done = proc.run(argv, log=log, timeout=timeout, check=False, env=env, separate_stderr=separate_stderr)
+    except ToolNotFound as e:
+        log.write_text(f"$ {proc.quote([str(a) for a in argv])}\n# not run: {e}\n")
+        return None, str(e), log
+    return done, failure(done, timeout), log
+
+
+# the exit line; logs written before proc.run started it on a new line have it glued to output that
+# did not end with a newline
+_EXIT = re.compile(r"# exit: (\S+), ([\d.]+) s$")
+
+
+def completed_from_log(log: Path) -> proc.Completed:
+    """A recorded tool run from its raw log: command line first, output, '# exit: N, S s' last."""
+    lines = log.read_text(encoding="utf-8", errors="replace").split("\n")
+    if not lines or not lines[0].startswith("$ "):
+        raise ParseError(f"{log}:1: not a patchkit raw log (expected '$ <command line>')")
+    body = lines[1:]
+    if body and body[0].startswith("# cwd: "):
+        body = body[1:]
+    while body and body[-1] == "":
+        body.pop()
+    m = _EXIT.search(body[-1]) if body else None
+    if m is None:
+        raise ParseError(f"{log}: truncated raw log: no '# exit:' line (the run was interrupted)")
+    rc = None if m.group(1) == "timeout" else int(m.group(1))
+    out = "\n".join(body[:-1]) + "\n" + body[-1][: m.start()]  # what was glued before the exit line, if anything
+    return proc.Completed(argv=[lines[0][2:]], returncode=rc, seconds=float(m.group(2)), log=log, stdout=out)
+
+
+def run_parsed(
+    bundle: Bundle,
+    name: str,
+    argv: list,
+    parser,
+    errors: list[str],
+    what: str,
+    logs: list[str],
+    *,
+    timeout: float,
+    separate_stderr: bool = False,
+):
+    """Run a tool and parse its output; a crash, timeout or unparsable output is added to `errors`
+    (prefixed with `what`) and gives None, so the caller goes on with the next variant or round."""
+    done, why, log = run_logged(bundle, name, argv, timeout=timeout, separate_stderr=separate_stderr)
+    logs.append(bundle.rel(log))
+    if why or done is None:
+        errors.append(f"{what}: {why}")
+        return None
+    try:
+        return parser(done.stdout, str(log))
+    except ParseError as e:
+        errors.append(f"{what}: {e}")
+        return None

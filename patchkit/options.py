@@ -1,0 +1,202 @@
+"""Options, resolved once: recipe defaults < environment (PATCHKIT_*) < command line.
+
+The CLI collects what the user typed into a plain mapping; `resolve_run` merges it with the
+environment and the recipe into frozen dataclasses, checked before anything is written (the way
+cibuildwheel's options.py resolves its cascade). Stages take these objects, never argparse.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from patchkit.build import BuildOptions, options_from
+from patchkit.errors import OptionError, RecipeError
+from patchkit.recipe import Recipe, load_recipe
+from patchkit.recipe import _hint as hint
+from patchkit.workspace import Workspace
+
+
+@dataclass(frozen=True, kw_only=True)
+class Context:
+    """The recipe, the work folder and whether the network may be used: what every stage needs."""
+
+    recipe: Recipe
+    ws: Workspace
+    offline: bool = False
+
+    @property
+    def logs(self) -> Path:
+        return self.ws.root / "logs" / self.recipe.name
+
+
+def context(*, recipe: str | None = None, work: str | None = None, offline: bool = False) -> Context:
+    return Context(recipe=load_recipe(recipe), ws=Workspace.at(work), offline=offline)
+
+
+def env_value(name: str, environ: Mapping[str, str] | None = None) -> str:
+    """PATCHKIT_<NAME> from the environment ('' when unset)."""
+    return (environ if environ is not None else os.environ).get("PATCHKIT_" + name.upper().replace("-", "_"), "")
+
+
+# --- the options of the measurement pipeline (`patchkit run`, `test`, `bench`, `numerics`)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TestOptions:
+    suites: tuple[str, ...]  # recipe [suites] names
+    filter: str = ""  # extra test-backend-ops -p regex
+    jobs: int = 0  # test-backend-ops -j
+    variants: tuple[str, ...] = ()  # only these variants (default: all)
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelOptions:
+    backend: str  # test-backend-ops -b device (CUDA0 / CPU)
+    op: str
+    params: str
+    test_file: str
+    rounds: int
+    path_params: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecodeOptions:
+    depths: tuple[int, ...]
+    n_gen: int
+    repetitions: int
+    rounds: int
+    type_k: str
+    type_v: str
+    threads: int
+    extra_args: tuple[str, ...]
+    model: str  # a GGUF path; '' = the synthetic model
+
+
+@dataclass(frozen=True, kw_only=True)
+class NumericsOptions:
+    depths: tuple[int, ...]
+    prompts: tuple[str, ...]
+    n_predict: int
+    kl_ctx: int
+    kl_chunks: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    build: BuildOptions
+    variants: tuple[str, ...] = ()
+    leave_one_out: bool = False
+    force: bool = False
+    run: str = ""  # resume (or name) this run folder
+    redo: bool = False
+    label: str = "run"
+    steps: tuple[str, ...] = ()  # step kinds to run, in pipeline order (patchkit.steps)
+    skip: tuple[str, ...] = ()  # step kinds or instance names not to run
+    check_archs: tuple[str, ...] = ()
+    test: TestOptions
+    kernel: KernelOptions
+    decode: DecodeOptions
+    numerics: NumericsOptions
+
+    @property
+    def device(self) -> str:
+        """The test-backend-ops device of this build."""
+        return "CUDA0" if self.build.backend == "cuda" else "CPU"
+
+
+def _pick(cli: Mapping[str, object], key: str, environ: Mapping[str, str], default):
+    """command line (when given) > PATCHKIT_<KEY> > the recipe's default."""
+    v = cli.get(key)
+    if v not in (None, "", [], (), 0):
+        return v
+    e = env_value(key, environ)
+    if e:
+        return e
+    return default
+
+
+def _int(v: object, what: str, *, minimum: int = 0) -> int:
+    try:
+        n = int(v)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        raise OptionError(f"{what}: expected a whole number, got {v!r}") from None
+    if n < minimum:
+        raise OptionError(f"{what}: expected at least {minimum}, got {n}")
+    return n
+
+
+def build_options(recipe: Recipe, cli: Mapping[str, object], environ: Mapping[str, str] | None = None) -> BuildOptions:
+    environ = os.environ if environ is None else environ
+    archs = cli.get("arch") or ()
+    if not archs and env_value("arch", environ):
+        archs = (env_value("arch", environ),)
+    extra = tuple(o if o.startswith("-") else f"-D{o}" for o in (cli.get("cmake_option") or ()))  # type: ignore[union-attr]
+    jobs = _int(_pick(cli, "jobs", environ, 0), "--jobs / PATCHKIT_JOBS")
+    return options_from(
+        recipe,
+        backend=str(_pick(cli, "backend", environ, "")) or None,
+        archs=tuple(archs),  # type: ignore[arg-type]
+        jobs=jobs,
+        extra=extra,
+    )
+
+
+def resolve_run(
+    recipe: Recipe, cli: Mapping[str, object], *, steps: tuple[str, ...], environ: Mapping[str, str] | None = None
+) -> RunOptions:
+    """The options of one pipeline command, checked before anything is written."""
+    environ = os.environ if environ is None else environ
+    build = build_options(recipe, cli, environ)
+    suites = tuple(cli.get("suites") or ()) or tuple(recipe.suites)  # type: ignore[arg-type]
+    for s in suites:
+        if s not in recipe.suites:
+            raise RecipeError(f"{recipe.path}: no suite {s!r} in [suites]{hint(s, recipe.suites)}")
+    k, d, n = recipe.kernel, recipe.decode, recipe.numerics
+    device = "CUDA0" if build.backend == "cuda" else "CPU"
+    return RunOptions(
+        build=build,
+        variants=tuple(cli.get("variant") or ()),  # type: ignore[arg-type]
+        leave_one_out=bool(cli.get("leave_one_out")),
+        force=bool(cli.get("force")),
+        run=str(cli.get("run") or ""),
+        redo=bool(cli.get("redo")),
+        label=str(cli.get("label") or "run"),
+        steps=steps,
+        skip=tuple(cli.get("skip") or ()),  # type: ignore[arg-type]
+        check_archs=tuple(cli.get("check_arch") or ()),  # type: ignore[arg-type]
+        test=TestOptions(
+            suites=suites,
+            filter=str(cli.get("filter") or ""),
+            jobs=_int(_pick(cli, "test_jobs", environ, 0), "--test-jobs / PATCHKIT_TEST_JOBS"),
+            variants=tuple(cli.get("test_variant") or ()),  # type: ignore[arg-type]
+        ),
+        kernel=KernelOptions(
+            backend=k.backend or device,
+            op=k.op,
+            params=str(cli.get("params") or k.params),
+            test_file=str(cli.get("test_file") or k.test_file),
+            rounds=_int(cli.get("rounds") or k.rounds, "--rounds", minimum=1),
+            path_params=k.path_params,
+        ),
+        decode=DecodeOptions(
+            depths=tuple(cli.get("depths") or d.depths),  # type: ignore[arg-type]
+            n_gen=_int(cli.get("n_gen") or d.n_gen, "--n-gen", minimum=1),
+            repetitions=_int(cli.get("repetitions") or d.repetitions, "--repetitions", minimum=1),
+            rounds=_int(cli.get("decode_rounds") or 1, "--decode-rounds", minimum=1),
+            type_k=d.cache_type_k,
+            type_v=d.cache_type_v,
+            threads=d.threads,
+            extra_args=tuple(d.extra_args),
+            model=str(cli.get("model") or d.model),
+        ),
+        numerics=NumericsOptions(
+            depths=tuple(cli.get("numerics_depths") or n.depths),  # type: ignore[arg-type]
+            prompts=tuple(n.prompts),
+            n_predict=n.n_predict,
+            kl_ctx=n.kl_ctx,
+            kl_chunks=n.kl_chunks,
+        ),
+    )

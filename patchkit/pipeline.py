@@ -1,0 +1,224 @@
+"""The pipeline as a literal sequence of small named steps: fetch -> apply -> build -> the measurement
+steps of patchkit.steps, recorded in one run folder; finished steps are skipped on resume.
+
+Every command that measures (`run`, `test`, `bench`, `numerics`) is `pipeline.run(ctx, opts)` with
+a different selection of step kinds; nothing here sees argparse.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from patchkit import build as build_mod
+from patchkit import env as env_mod
+from patchkit import series, source, steps
+from patchkit.errors import ApplyError, PatchkitError, ResultsError
+from patchkit.measure.tool import Bins, Built
+from patchkit.options import Context, RunOptions
+from patchkit.recipe import Recipe
+from patchkit.results import Bundle, Status, Step, new_run_id
+from patchkit.workspace import write_json
+
+MARKS = {"ok": "ok", "fail": "FAIL", "not_run": "not run", "error": "ERROR"}
+
+
+def fetch(ctx: Context) -> source.BaseInfo:
+    info = source.fetch(ctx.recipe.base, ctx.ws, offline=ctx.offline)
+    how = "upstream commit, verified" if info.upstream_verified else "import commit"
+    print(f"base {info.key}: {info.commit} ({how})")
+    return info
+
+
+def apply(
+    ctx: Context, base: source.BaseInfo, *, only: tuple[str, ...] = (), leave_one_out: bool = False, force: bool = False
+) -> list[series.VariantState]:
+    variants = series.plan_variants(ctx.recipe, leave_one_out=leave_one_out, only=only)
+    states, errors = series.apply_all(ctx.recipe, base, ctx.ws, variants, force=force)
+    if errors:
+        if len(errors) == 1:
+            raise errors[0]
+        raise ApplyError(f"{len(errors)} variants failed; first: {errors[0]}")
+    return states
+
+
+def recipe_info(recipe: Recipe) -> dict:
+    """What the report needs of the recipe: title, the author's prose, and each patch."""
+    pats = []
+    for p in recipe.series:
+        text = recipe.patch_path(p).read_text(encoding="utf-8", errors="replace")
+        pats.append(
+            {
+                "id": p.key,
+                "file": p.file,
+                "subject": p.title or series.patch_subject(text),
+                "body": series.patch_body(text),
+                "upstream_pr": p.upstream_pr,
+                "depends_on": list(p.depends_on),
+                "local": p.local,
+                "sha256": series.patch_sha256(recipe.patch_path(p)),
+            }
+        )
+    pr = [x for x in pats if not x["local"]]
+    return {
+        "title": recipe.prose.title or (pr[-1]["subject"] if pr else recipe.name),
+        "overview": recipe.prose.overview.strip(),
+        "notes": list(recipe.prose.notes),
+        "ai_disclosure": recipe.prose.ai_disclosure.strip(),
+        "patches": pats,
+    }
+
+
+def run_folder(ctx: Context, run: str) -> Path:
+    """The run folder named by --run: a path, or a run id under the recipe's runs."""
+    return Path(run) if Path(run).is_dir() else ctx.ws.runs(ctx.recipe.name) / run
+
+
+def open_bundle(
+    ctx: Context, base: source.BaseInfo, states: list[series.VariantState], opts: RunOptions, *, label: str
+) -> Bundle:
+    """The run folder to record into: the one --run names (resumed), or a new one."""
+    if opts.run:
+        path = run_folder(ctx, opts.run)
+        if (path / "results.json").is_file():
+            return Bundle.open(path)
+        run_id = path.name
+    else:
+        run_id = new_run_id(label)
+    b = Bundle.create(
+        ctx.ws.runs(ctx.recipe.name),
+        recipe=ctx.recipe.name,
+        run_id=run_id,
+        meta={
+            "base": base.to_dict(),
+            "variants": [s.to_dict() for s in states],
+            "recipe_info": recipe_info(ctx.recipe),
+            "backend": opts.build.backend,
+            "archs": list(opts.build.archs),
+        },
+    )
+    fp = env_mod.fingerprint(
+        cmake_flags=list(build_mod.toolchain(opts.build).cmake_args) + list(opts.build.cmake_options),
+        base=base.commit,
+        patches={p.file: series.patch_sha256(ctx.recipe.patch_path(p)) for p in ctx.recipe.series},
+    )
+    write_json(b.path / "env.json", fp)
+    print(f"run folder: {b.path}")
+    return b
+
+
+def timed(name: str, fn: Callable[[], Step]) -> Step:
+    """Run a step; a patchkit error inside it is the step's ERROR, not the command's."""
+    t0 = time.monotonic()
+    try:
+        step = fn()
+    except PatchkitError as e:
+        step = Step(name=name, status=Status.ERROR, reason=str(e))
+    if not step.seconds:
+        step.seconds = round(time.monotonic() - t0, 1)
+    return step
+
+
+def record(bundle: Bundle, step: Step) -> Step:
+    bundle.record(step)
+    print(
+        f"[{step.name}] {MARKS[step.status.value]} in {step.seconds:.0f} s{': ' + step.reason if step.reason else ''}"
+    )
+    return step
+
+
+def build(ctx: Context, bundle: Bundle, base, states, opts: RunOptions) -> list[Bins]:
+    """`build:<config>`: every variant with CMake + Ninja (reused where its key is unchanged)."""
+    b = opts.build
+    name = f"build:{b.config}"
+    results = build_mod.build_variants(ctx.recipe, base, ctx.ws, states, b, logs=bundle.raw)
+    prev = bundle.step(name)
+    if prev is None or prev.status != Status.OK:
+        logs = [bundle.rel(Path(r.log)) for r in results if not r.reused and Path(r.log).is_relative_to(bundle.path)]
+        record(
+            bundle,
+            Step(
+                name=name,
+                status=Status.OK,
+                seconds=round(sum(r.seconds for r in results), 1),
+                logs=logs,
+                data={
+                    "options": b.key_material(),
+                    "cmake_args": list(build_mod.toolchain(b).cmake_args),
+                    "variants": [r.to_dict() for r in results],
+                },
+            ),
+        )
+    return [Bins(variant=r.variant, dir=Path(r.bin_dir)) for r in results]
+
+
+def wanted(recipe: Recipe, opts: RunOptions) -> list[tuple[steps.StepKind, str]]:
+    """(kind, step name) of every step this command runs, in pipeline order, less --skip."""
+    out = []
+    for kind in steps.STEPS:
+        if kind.name not in opts.steps and not (kind.name == "check" and opts.check_archs):
+            continue
+        for name in kind.names(recipe, opts):
+            if kind.name in opts.skip or name in opts.skip:
+                continue
+            out.append((kind, name))
+    return out
+
+
+def _todo(bundle: Bundle, name: str, inputs: dict, opts: RunOptions) -> bool:
+    """Whether a step must run: not finished yet, or --redo. A finished step whose inputs differ from
+    this command's is refused (its result would be silently reused otherwise)."""
+    s = bundle.step(name)
+    if s is None or not s.done or opts.redo:
+        return True
+    old = s.data.get("inputs")
+    if old is not None and old != _jsonable(inputs):
+        raise ResultsError(
+            f"{bundle.path}: step {name} was done with {_diff(old, _jsonable(inputs))}; "
+            "rerun with the same options, --redo, or a new run"
+        )
+    print(f"[{name}] done earlier ({s.status.value}), skipped")
+    return False
+
+
+def _jsonable(d: dict) -> dict:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+
+
+def _diff(old: dict, new: dict) -> str:
+    keys = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+    return ", ".join(f"{k}={old.get(k)!r} (now {new.get(k)!r})" for k in keys)
+
+
+def run(ctx: Context, opts: RunOptions, *, label: str) -> Bundle:
+    """fetch -> apply -> build -> the selected measurement steps, recorded in one run folder."""
+    todo = wanted(ctx.recipe, opts)
+    base = fetch(ctx)
+    states = apply(ctx, base, only=opts.variants, leave_one_out=opts.leave_one_out, force=opts.force)
+    bundle = open_bundle(ctx, base, states, opts, label=label)
+    bins = build(ctx, bundle, base, states, opts)
+    built = Built(ctx=ctx, base=base, bundle=bundle, states=tuple(states), bins=tuple(bins), backend=opts.build.backend)
+    for kind, name in todo:
+        inputs = kind.inputs(built, opts, name)
+        if not _todo(bundle, name, inputs, opts):
+            continue
+        step = timed(name, lambda kind=kind, name=name: kind.run(built, opts, name))
+        step.data.setdefault("inputs", _jsonable(inputs))
+        record(bundle, step)
+    return bundle
+
+
+def exit_status(bundle: Bundle, names: list[str], *, not_run_ok: bool) -> int:
+    """0 when every named step is ok (or, with `not_run_ok`, could not apply here: not run); 1 when
+    any failed, errored or is missing. The bad ones are listed on one line."""
+    bad = []
+    for n in names:
+        s = bundle.step(n)
+        if s is None or s.status in (Status.FAIL, Status.ERROR) or (s.status == Status.NOT_RUN and not not_run_ok):
+            what = s.status.value if s else "missing"
+            bad.append(f"{n}: {what}{' (' + s.reason + ')' if s and s.reason else ''}")
+    if bad:
+        print("not ok: " + "; ".join(bad))
+        return 1
+    return 0

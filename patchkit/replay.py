@@ -1,0 +1,135 @@
+"""Steps re-derived from raw logs: `patchkit reparse` (after a parser fix) and `patchkit import`
+(logs of a run made on another machine), both through the step's own runner replaying its logs."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from patchkit import pipeline, steps
+from patchkit.errors import ResultsError
+from patchkit.measure.tool import Bins
+from patchkit.options import Context
+from patchkit.recipe import Recipe
+from patchkit.results import Bundle, Status, Step, new_run_id
+from patchkit.workspace import write_json
+
+
+def _defaults(bundle: Bundle, name: str, data: dict, recipe: Recipe | None) -> dict:
+    """A step that errored before recording its arguments: take them from the recipe."""
+    d = dict(data)
+    if recipe is None:
+        return d
+    k = recipe.kernel
+    d.setdefault("backend", "CUDA0" if bundle.data.get("backend", recipe.build.backend) == "cuda" else "CPU")
+    if name == "bench:kernel":
+        for key, val in (("op", k.op), ("params", k.params), ("test_file", k.test_file), ("rounds", k.rounds)):
+            d.setdefault(key, val)
+    return d
+
+
+def reparse_step(bundle: Bundle, name: str, recipe: Recipe | None = None) -> Step:
+    """Re-derive a step from the raw logs already in the run folder: the step's runner is replayed
+    with each tool invocation answered by its recorded log instead of running the tool."""
+    old = bundle.step(name)
+    if old is None:
+        raise ResultsError(f"{bundle.path}: no step {name!r} to reparse")
+    kind = steps.kind_of(name)
+    if kind.reparse is None:
+        can = ", ".join(k.name for k in steps.STEPS if k.reparse)
+        raise ResultsError(f"{bundle.path}: step {name!r} cannot be reparsed (these can: {can})")
+    build = next((bundle.step(k) for k in bundle.data["steps"] if k.startswith("build:")), None)
+    variants = (
+        [v["variant"] for v in build.data["variants"]]
+        if build
+        else [v["name"] for v in bundle.data.get("variants", [])]
+    )
+    bins = [Bins(variant=v, dir=Path("bin") / v) for v in variants]
+    old.data = _defaults(bundle, name, old.data, recipe)
+    bundle.replay = True
+    try:
+        step = kind.reparse(bundle, old, bins)
+    finally:
+        bundle.replay = False
+    step.seconds = old.seconds  # the measured wall time of the original run
+    for key in ("args", "model_path", "launch_count", "inputs"):
+        if key in old.data:
+            step.data[key] = old.data[key]
+    return step
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImportRequest:
+    tool: str  # an ImportSpec.tool of patchkit.steps
+    logs: tuple[tuple[str, Path], ...]  # (variant, file); a variant's second log is its second round
+    suite: str = "flash_attn"
+    backend: str = "cuda"
+    run: str = ""  # add to this run folder (default: a new one)
+    env: Path | None = None  # env.json of the machine the logs come from
+
+
+def _import_bundle(ctx: Context, req: ImportRequest) -> Bundle:
+    if req.run:
+        return Bundle.open(Path(req.run))
+    variants = list(dict.fromkeys(v for v, _ in req.logs))
+    bundle = Bundle.create(
+        ctx.ws.runs(ctx.recipe.name),
+        recipe=ctx.recipe.name,
+        run_id=new_run_id("import"),
+        meta={
+            "variants": [{"name": v} for v in variants],
+            "recipe_info": pipeline.recipe_info(ctx.recipe),
+            "backend": req.backend,
+            "archs": [],
+            "imported": True,
+        },
+    )
+    if req.env:
+        write_json(bundle.path / "env.json", json.loads(req.env.read_text()))
+    return bundle
+
+
+def _pending_step(ctx: Context, req: ImportRequest, name: str, rounds: dict[str, int]) -> Step:
+    r = ctx.recipe
+    data: dict = {"backend": "CUDA0" if req.backend == "cuda" else "CPU"}
+    if name == "bench:kernel":
+        data.update(op=r.kernel.op, params=r.kernel.params, test_file=r.kernel.test_file, rounds=max(rounds.values()))
+    elif name.startswith("test:"):
+        data.update(suite=req.suite, args=list(r.suites.get(req.suite, ())), variants={v: {} for v, _ in req.logs})
+    else:
+        data.update(model_path="(imported)", model={"path": "(imported)"}, rounds=max(rounds.values()))
+    return Step(name=name, status=Status.ERROR, reason="imported logs not parsed yet", data=data)
+
+
+def import_logs(ctx: Context, req: ImportRequest) -> Step:
+    """Add logs of a run made elsewhere to a run folder and derive the step from them, exactly as if
+    patchkit had run the tools."""
+    kind = steps.IMPORT_TOOLS[req.tool]
+    texts = []
+    for v, src in req.logs:  # read every log before anything is written
+        try:
+            texts.append((v, src, src.read_text(encoding="utf-8", errors="replace")))
+        except OSError as e:
+            raise ResultsError(f"{src}: cannot read: {e.strerror}") from None
+    name = kind.name if kind.name != "test" else f"test:{req.suite}"
+    bundle = _import_bundle(ctx, req)
+    rounds: dict[str, int] = {}
+    for v, src, text in texts:
+        rounds[v] = rounds.get(v, 0) + 1
+        assert kind.imports is not None
+        dest = bundle.raw_log(kind.imports.log.format(round=rounds[v], variant=v, suite=req.suite))
+        if not text.startswith("$ "):
+            text = f"$ (imported from {src.resolve()})\n{text.rstrip(chr(10))}\n# exit: 0, 0.0 s\n"
+        dest.write_text(text, encoding="utf-8")
+        print(f"{src} -> {bundle.rel(dest)}")
+    if bundle.step(name) is None:
+        bundle.record(_pending_step(ctx, req, name, rounds))
+    known = [v.get("name") for v in bundle.data.get("variants", [])]
+    for v in dict.fromkeys(v for v, _ in req.logs):
+        if v not in known:
+            bundle.data.setdefault("variants", []).append({"name": v})
+    bundle.save()
+    step = pipeline.record(bundle, reparse_step(bundle, name, ctx.recipe))
+    print(f"run folder: {bundle.path}")
+    return step

@@ -1,0 +1,139 @@
+"""The one registry of measurement steps, in pipeline order (nox's literal task tuple is the model).
+
+Each step is one `StepKind`: its name (used by the CLI, `--skip`, `reparse`, `import`, results.json
+and the report), the resource it holds, the step names it expands to, its runner, the inputs its
+result depends on, its reparse from raw logs, what `patchkit import` can feed it, and its report
+section. Adding a step = one entry here plus its module in patchkit/measure/ (and its report section
+in patchkit/report/).
+
+Fetch, apply and build come before every step (patchkit.pipeline); `build:<config>` is recorded
+like a step but is not in this table because every step needs it.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from patchkit.errors import OptionError
+from patchkit.measure import check, decode, kernel, numerics, path, tests
+from patchkit.measure.tool import Bins, Built
+from patchkit.options import RunOptions
+from patchkit.recipe import Recipe
+from patchkit.results import Bundle, Step
+
+
+class Resource(str, enum.Enum):
+    CPU = "cpu"  # compiles: may overlap with GPU work
+    GPU = "gpu"  # runs kernels: one at a time, never beside another GPU step
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImportSpec:
+    """What `patchkit import --tool TOOL` turns into this step: the raw log name of each log."""
+
+    tool: str
+    log: str  # format string with {round}, {variant}, {suite}
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepKind:
+    name: str  # the kind: "test", "bench:kernel", ...
+    help: str
+    resource: Resource
+    names: Callable[[Recipe, RunOptions], tuple[str, ...]]  # the step names this kind runs as
+    run: Callable[[Built, RunOptions, str], Step]
+    inputs: Callable[[Built, RunOptions, str], dict]
+    reparse: Callable[[Bundle, Step, list[Bins]], Step] | None = None
+    imports: ImportSpec | None = None
+
+    def owns(self, step_name: str) -> bool:
+        """Whether `step_name` (e.g. test:flash_attn) is an instance of this kind."""
+        return step_name == self.name or step_name.startswith(self.name + ":")
+
+
+def _one(kind: str) -> Callable[[Recipe, RunOptions], tuple[str, ...]]:
+    return lambda recipe, opts: (kind,)
+
+
+STEPS: tuple[StepKind, ...] = (
+    StepKind(
+        name="check",
+        help="compile the touched translation units for each --check-arch (CUDA, no GPU needed)",
+        resource=Resource.CPU,
+        names=lambda recipe, opts: tuple(check.instance(a) for a in opts.check_archs),
+        run=check.step,
+        inputs=check.inputs,
+    ),
+    StepKind(
+        name="test",
+        help="test-backend-ops test mode on every variant, one step per recipe suite (test:<suite>)",
+        resource=Resource.GPU,
+        names=lambda recipe, opts: tuple(f"test:{s}" for s in opts.test.suites),
+        run=tests.step,
+        inputs=tests.inputs,
+        reparse=tests.reparse,
+        imports=ImportSpec(tool="test-backend-ops", log="test-{suite}-{variant}"),
+    ),
+    StepKind(
+        name="bench:kernel",
+        help="kernel timing: test-backend-ops perf, variants interleaved with an A/A copy of base",
+        resource=Resource.GPU,
+        names=_one("bench:kernel"),
+        run=kernel.step,
+        inputs=kernel.inputs,
+        reparse=kernel.reparse,
+        imports=ImportSpec(tool="perf-sql", log="perf-r{round}-{variant}"),
+    ),
+    StepKind(
+        name="bench:path",
+        help="the CUDA kernels each variant launches per timed case (ncu)",
+        resource=Resource.GPU,
+        names=_one("bench:path"),
+        run=path.step,
+        inputs=path.inputs,
+        reparse=path.reparse,
+    ),
+    StepKind(
+        name="bench:decode",
+        help="decode throughput: llama-bench per variant and depth",
+        resource=Resource.GPU,
+        names=_one("bench:decode"),
+        run=decode.step,
+        inputs=decode.inputs,
+        reparse=decode.reparse,
+        imports=ImportSpec(tool="llama-bench", log="decode-r{round}-{variant}"),
+    ),
+    StepKind(
+        name="numerics",
+        help="greedy generations and KL divergence against base",
+        resource=Resource.GPU,
+        names=_one("numerics"),
+        run=numerics.step,
+        inputs=numerics.inputs,
+    ),
+)
+
+BY_NAME = {k.name: k for k in STEPS}
+IMPORT_TOOLS = {k.imports.tool: k for k in STEPS if k.imports}
+
+
+def kind_of(step_name: str) -> StepKind:
+    """The kind a step name belongs to (test:flash_attn -> test)."""
+    for k in STEPS:
+        if k.owns(step_name):
+            return k
+    raise OptionError(f"no step {step_name!r} (steps: {', '.join(k.name for k in STEPS)})")
+
+
+def check_names(names: tuple[str, ...], what: str) -> None:
+    """Refuse unknown step names in --skip/--step with the list of the known ones."""
+    for n in names:
+        try:
+            kind_of(n)
+        except OptionError:
+            raise OptionError(f"{what} {n}: no such step (steps: {', '.join(k.name for k in STEPS)})") from None
