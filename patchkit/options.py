@@ -96,6 +96,7 @@ class RunOptions:
     steps: tuple[str, ...] = ()  # step kinds to run, in pipeline order (patchkit.steps)
     skip: tuple[str, ...] = ()  # step kinds or instance names not to run
     check_archs: tuple[str, ...] = ()
+    measure_same_code: bool = False  # also measure variants that compile to base's code
     test: TestOptions
     kernel: KernelOptions
     decode: DecodeOptions
@@ -167,6 +168,7 @@ def resolve_run(
         steps=steps,
         skip=tuple(cli.get("skip") or ()),  # type: ignore[arg-type]
         check_archs=tuple(cli.get("check_arch") or ()),  # type: ignore[arg-type]
+        measure_same_code=bool(cli.get("measure_same_code")),
         test=TestOptions(
             suites=suites,
             filter=str(cli.get("filter") or ""),

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from patchkit import build as build_mod
+from patchkit import compiled, series, source, steps
 from patchkit import env as env_mod
-from patchkit import series, source, steps
 from patchkit.errors import ApplyError, PatchkitError, ResultsError
 from patchkit.measure.tool import Bins, Built
 from patchkit.options import Context, RunOptions
@@ -132,25 +132,44 @@ def build(ctx: Context, bundle: Bundle, base, states, opts: RunOptions) -> list[
     """`build:<config>`: every variant with CMake + Ninja (reused where its key is unchanged)."""
     b = opts.build
     name = f"build:{b.config}"
+    t0 = time.monotonic()
     results = build_mod.build_variants(ctx.recipe, base, ctx.ws, states, b, logs=bundle.raw)
     prev = bundle.step(name)
     if prev is None or prev.status != Status.OK:
         logs = [bundle.rel(Path(r.log)) for r in results if not r.reused and Path(r.log).is_relative_to(bundle.path)]
-        record(
-            bundle,
-            Step(
-                name=name,
-                status=Status.OK,
-                seconds=round(sum(r.seconds for r in results), 1),
-                logs=logs,
-                data={
-                    "options": b.key_material(),
-                    "cmake_args": list(build_mod.toolchain(b).cmake_args),
-                    "variants": [r.to_dict() for r in results],
-                },
-            ),
+        fresh = [r for r in results if not r.reused]
+        step = Step(
+            name=name,
+            status=Status.OK,
+            seconds=round(sum(r.seconds for r in fresh), 1),
+            logs=logs,
+            data={
+                "options": b.key_material(),
+                "cmake_args": list(build_mod.toolchain(b).cmake_args),
+                "variants": [r.to_dict() for r in results],
+                "same_code": same_code(ctx, states, b),
+            },
         )
+        bundle.record(step)
+        reused = len(results) - len(fresh)
+        what = f"built {len(fresh)} in {step.seconds:.0f} s" if fresh else "nothing to build"
+        print(f"[{name}] ok: {what}{f', {reused} reused' if reused else ''} ({time.monotonic() - t0:.0f} s)")
     return [Bins(variant=r.variant, dir=Path(r.bin_dir)) for r in results]
+
+
+def same_code(ctx: Context, states: list[series.VariantState], b: build_mod.BuildOptions) -> dict[str, str]:
+    """variant -> why it compiles to base's code in this configuration (patchkit.compiled)."""
+    if len(states) < 2 or states[0].name != "base":
+        return {}
+    root = build_mod.build_root(ctx.ws, ctx.recipe, b)
+    inputs = compiled.compiled_inputs(root / "build", root / "tree", b.targets, build_mod.toolchain(b).env)
+    tree = ctx.ws.variants(ctx.recipe.name) / "base"
+    out = {}
+    for s in states[1:]:
+        why = compiled.same_code_reason(compiled.changed_files(tree, states[0].head, s.head), inputs, b.config)
+        if why:
+            out[s.name] = why
+    return out
 
 
 def wanted(recipe: Recipe, opts: RunOptions) -> list[tuple[steps.StepKind, str]]:
@@ -198,7 +217,16 @@ def run(ctx: Context, opts: RunOptions, *, label: str) -> Bundle:
     states = apply(ctx, base, only=opts.variants, leave_one_out=opts.leave_one_out, force=opts.force)
     bundle = open_bundle(ctx, base, states, opts, label=label)
     bins = build(ctx, bundle, base, states, opts)
-    built = Built(ctx=ctx, base=base, bundle=bundle, states=tuple(states), bins=tuple(bins), backend=opts.build.backend)
+    build_step = bundle.step(f"build:{opts.build.config}")
+    built = Built(
+        ctx=ctx,
+        base=base,
+        bundle=bundle,
+        states=tuple(states),
+        bins=tuple(bins),
+        backend=opts.build.backend,
+        same_code={} if opts.measure_same_code or build_step is None else build_step.data.get("same_code", {}),
+    )
     for kind, name in todo:
         inputs = kind.inputs(built, opts, name)
         if not _todo(bundle, name, inputs, opts):

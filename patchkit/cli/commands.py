@@ -74,9 +74,7 @@ class Build(Command):
         ctx = ctx_of(args)
         opts = build_options(ctx.recipe, vars(args))
         base = pipeline.fetch(ctx)
-        states = pipeline.apply(
-            ctx, base, only=tuple(args.variant), leave_one_out=args.leave_one_out, force=args.force
-        )
+        states = pipeline.apply(ctx, base, only=tuple(args.variant), leave_one_out=args.leave_one_out, force=args.force)
         if args.check:
             return _check(ctx, base, states, opts)
         results = build_mod.build_variants(ctx.recipe, base, ctx.ws, states, opts, logs=ctx.logs)
@@ -90,7 +88,9 @@ def _check(ctx, base, states, opts) -> int:
     items = build_mod.check(ctx.recipe, base, ctx.ws, states, opts, logs=ctx.logs)
     bad = [i for i in items if not i.ok]
     for i in items:
-        print(f"  {'ok  ' if i.ok else 'FAIL'} {i.variant:<12} sm_{i.arch:<4} {i.source}{'  ' + i.error if i.error else ''}")
+        print(
+            f"  {'ok  ' if i.ok else 'FAIL'} {i.variant:<12} sm_{i.arch:<4} {i.source}{'  ' + i.error if i.error else ''}"
+        )
     if bad:
         b = bad[0]
         raise BuildError(
@@ -110,13 +110,16 @@ def _run_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run", default=None, help="resume (or name) this run folder instead of starting a new one")
     p.add_argument("--redo", action="store_true", help="redo steps that finished in this run")
     p.add_argument("--force", action="store_true", help="discard uncommitted edits in variant trees")
+    p.add_argument(
+        "--measure-same-code",
+        action="store_true",
+        help="also measure variants that compile to base's code here (default: not measured, and the report says so)",
+    )
 
 
 def _test_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--filter", "-p", default=None, help="extra test-backend-ops -p regex (a subset of the suites)")
-    p.add_argument(
-        "--test-jobs", type=non_negative_int, default=0, help="test-backend-ops -j (parallel test workers)"
-    )
+    p.add_argument("--test-jobs", type=non_negative_int, default=0, help="test-backend-ops -j (parallel test workers)")
     p.add_argument(
         "--test-variant", action="append", default=[], help="run the test suites only on these variants (repeatable)"
     )
@@ -140,7 +143,10 @@ def _decode_opts(p: argparse.ArgumentParser) -> None:
 
 def _numerics_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--numerics-depths", type=int_list, default=None, help="numerics: context depths, e.g. 0,16384 (default: recipe)"
+        "--numerics-depths",
+        type=int_list,
+        default=None,
+        help="numerics: context depths, e.g. 0,16384 (default: recipe)",
     )
 
 
@@ -320,7 +326,9 @@ class Import(Command):
             "--backend", choices=("cuda", "cpu"), default="cuda", help="the backend the logs ran on (default: cuda)"
         )
         p.add_argument("--run", default=None, help="add to this run folder (default: a new run folder)")
-        p.add_argument("--env", default=None, help="env.json of the machine the logs come from (patchkit's fingerprint)")
+        p.add_argument(
+            "--env", default=None, help="env.json of the machine the logs come from (patchkit's fingerprint)"
+        )
 
     def run(self, args):
         ctx = ctx_of(args)

@@ -12,6 +12,7 @@ from patchkit import parse, stats
 from patchkit.errors import RecipeError
 from patchkit.measure.tool import Bins, Built, run_parsed
 from patchkit.options import Context, RunOptions
+from patchkit.progress import Progress
 from patchkit.results import Bundle, Status, Step
 
 # ---------------------------------------------------------------------------------------------
@@ -63,35 +64,37 @@ def run_decode(
         args += ["-t", str(threads)]
     rows: dict[tuple[str, int], dict] = {}
     logs, errors = [], []
-    for r in range(1, max(rounds, 1) + 1):
-        order = bins if r % 2 else list(reversed(bins))
-        for b in order:
-            recs = run_parsed(
-                bundle,
-                f"decode-r{r}-{b.variant}",
-                [b.exe("llama-bench"), *args],
-                parse.parse_llama_bench_json,
-                errors,
-                f"{b.variant} round {r}",
-                logs,
-                timeout=timeout,
-                separate_stderr=True,
-            )
-            for rec in recs or ():
-                row = rows.setdefault(
-                    (b.variant, rec.n_depth),
-                    {
-                        "variant": b.variant,
-                        "depth": rec.n_depth,
-                        "type_k": rec.type_k,
-                        "type_v": rec.type_v,
-                        "n_gen": rec.n_gen,
-                        "samples_ts": [],
-                        "logs": [],
-                    },
+    with Progress("bench:decode", total=max(rounds, 1) * len(bins), unit="run", what=f"{len(bins)} variants") as bar:
+        for r in range(1, max(rounds, 1) + 1):
+            order = bins if r % 2 else list(reversed(bins))
+            for b in order:
+                bar.update(1, f"round {r} {b.variant}")
+                recs = run_parsed(
+                    bundle,
+                    f"decode-r{r}-{b.variant}",
+                    [b.exe("llama-bench"), *args],
+                    parse.parse_llama_bench_json,
+                    errors,
+                    f"{b.variant} round {r}",
+                    logs,
+                    timeout=timeout,
+                    separate_stderr=True,
                 )
-                row["samples_ts"].extend(rec.samples_ts)
-                row["logs"].append(logs[-1])
+                for rec in recs or ():
+                    row = rows.setdefault(
+                        (b.variant, rec.n_depth),
+                        {
+                            "variant": b.variant,
+                            "depth": rec.n_depth,
+                            "type_k": rec.type_k,
+                            "type_v": rec.type_v,
+                            "n_gen": rec.n_gen,
+                            "samples_ts": [],
+                            "logs": [],
+                        },
+                    )
+                    row["samples_ts"].extend(rec.samples_ts)
+                    row["logs"].append(logs[-1])
     if not rows:
         return Step(
             name="bench:decode",
@@ -141,10 +144,12 @@ def run_decode(
 
 def step(built: Built, opts: RunOptions, name: str) -> Step:
     d = opts.decode
+    if (skip := built.nothing_to_compare(name)) is not None:
+        return skip
     path, info = decode_model(built.ctx, d.model)
     return run_decode(
         built.bundle,
-        list(built.bins),
+        built.measured,
         model=path,
         model_info=info,
         depths=d.depths,

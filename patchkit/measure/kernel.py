@@ -7,6 +7,7 @@ import time
 from patchkit import parse, stats
 from patchkit.measure.tool import Bins, Built, run_parsed
 from patchkit.options import RunOptions
+from patchkit.progress import Progress
 from patchkit.results import Bundle, Status, Step
 
 # ---------------------------------------------------------------------------------------------
@@ -44,24 +45,29 @@ def run_kernel_bench(
     samples: dict[str, dict[str, list[float]]] = {}  # params -> label -> [time_us]
     logs: list[str] = []
     errors: list[str] = []
-    for r in range(1, max(rounds, 1) + 1):
-        order = labeled if r % 2 else [labeled[0], *reversed(labeled[1:])]
-        for label, b in order:
-            recs = run_parsed(
-                bundle,
-                f"perf-r{r}-{label.replace('#', '_aa')}",
-                _perf_argv(b, backend, op, params, test_file),
-                parse.parse_perf_sql,
-                errors,
-                f"{label} round {r}",
-                logs,
-                timeout=timeout,
-                separate_stderr=True,
-            )
-            for rec in recs or ():
-                if rec.supported is False:
-                    continue
-                samples.setdefault(rec.op_params, {}).setdefault(label, []).append(rec.time_us)
+    runs = max(rounds, 1) * len(labeled)
+    with Progress(
+        "bench:kernel", total=runs, unit="run", what=f"{max(rounds, 1)} rounds x {len(labeled)} binaries"
+    ) as bar:
+        for r in range(1, max(rounds, 1) + 1):
+            order = labeled if r % 2 else [labeled[0], *reversed(labeled[1:])]
+            for label, b in order:
+                bar.update(1, f"round {r}/{max(rounds, 1)} {label}")
+                recs = run_parsed(
+                    bundle,
+                    f"perf-r{r}-{label.replace('#', '_aa')}",
+                    _perf_argv(b, backend, op, params, test_file),
+                    parse.parse_perf_sql,
+                    errors,
+                    f"{label} round {r}",
+                    logs,
+                    timeout=timeout,
+                    separate_stderr=True,
+                )
+                for rec in recs or ():
+                    if rec.supported is False:
+                        continue
+                    samples.setdefault(rec.op_params, {}).setdefault(label, []).append(rec.time_us)
     if not samples:
         return Step(
             name="bench:kernel",
@@ -129,9 +135,11 @@ def run_kernel_bench(
 
 def step(built: Built, opts: RunOptions, name: str) -> Step:
     k = opts.kernel
+    if (skip := built.nothing_to_compare(name)) is not None:
+        return skip
     return run_kernel_bench(
         built.bundle,
-        list(built.bins),
+        built.measured,
         backend=k.backend,
         op=k.op,
         params=k.params,

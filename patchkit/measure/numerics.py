@@ -296,10 +296,12 @@ def run_numerics(
 
 def step(built: Built, opts: RunOptions, name: str) -> Step:
     n = opts.numerics
+    if (skip := built.nothing_to_compare(name)) is not None:
+        return skip
     path, _ = decode_model(built.ctx, opts.decode.model)
     return run_numerics(
         built.bundle,
-        list(built.bins),
+        built.measured,
         model=path,
         prompts=n.prompts,
         depths=n.depths,

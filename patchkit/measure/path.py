@@ -94,13 +94,15 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
     """Kernel names of the cases `bench:kernel` timed (those matching the recipe's path_params)."""
     if built.backend != "cuda":
         return Step(name=name, status=Status.NOT_RUN, reason="kernel names need a CUDA build and ncu")
+    if (skip := built.nothing_to_compare(name)) is not None:
+        return skip
     kb = built.bundle.step("bench:kernel")
     cases = [c["params"] for c in (kb.data.get("cases", []) if kb else [])]
     if not cases:
         return Step(name=name, status=Status.NOT_RUN, reason="no kernel cases (bench:kernel did not run)")
     if opts.kernel.path_params:
         cases = [c for c in cases if re.search(opts.kernel.path_params, c)]
-    return run_kernel_path(built.bundle, list(built.bins), backend=opts.device, op=opts.kernel.op, cases=cases)
+    return run_kernel_path(built.bundle, built.measured, backend=opts.device, op=opts.kernel.op, cases=cases)
 
 
 def inputs(built: Built, opts: RunOptions, name: str) -> dict:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import time
 
-from patchkit import parse
-from patchkit.errors import ParseError
+from patchkit import parse, proc
+from patchkit.errors import ParseError, ToolNotFound
 from patchkit.measure.tool import Bins, Built, run_logged
 from patchkit.options import RunOptions
+from patchkit.progress import Progress
 from patchkit.results import Bundle, Status, Step
 
 # ---------------------------------------------------------------------------------------------
@@ -28,51 +30,19 @@ def run_tests(
     per: dict[str, dict] = {}
     logs: list[str] = []
     cases: dict[str, dict[str, str]] = {}
-    for b in bins:
-        argv = [b.exe("test-backend-ops"), "test", "-b", backend, *args]
-        if jobs:
-            argv += ["-j", str(jobs)]
-        done, why, log = run_logged(bundle, f"test-{suite}-{b.variant}", argv, timeout=timeout)
-        logs.append(bundle.rel(log))
-        entry: dict = {"log": bundle.rel(log), "seconds": round(done.seconds, 1) if done else 0.0}
-        try:
-            tr = parse.parse_test_console(done.stdout if done else "", str(log), partial=bool(why))
-        except ParseError as e:
-            entry.update(
-                status=Status.ERROR.value, reason=why or str(e), backends=[], n_ok=0, n_fail=0, n_not_supported=0
+    per_variant = None if bundle.replay or not bins else count_cases(bins[0], backend, args)
+    total = per_variant * len(bins) if per_variant else None
+    with Progress(f"test:{suite}", total=total, unit="case", what=", ".join(b.variant for b in bins)) as bar:
+        for b in bins:
+            bar.note(b.variant)
+            argv = [b.exe("test-backend-ops"), "test", "-b", backend, *args]
+            if jobs:
+                argv += ["-j", str(jobs)]
+            done, why, log = run_logged(
+                bundle, f"test-{suite}-{b.variant}", argv, timeout=timeout, on_line=_counter(bar, b.variant)
             )
-            per[b.variant] = entry
-            continue
-        backends = []
-        for br in tr.backends:
-            backends.append(
-                {
-                    "name": br.name,
-                    "status": br.status,
-                    "tests_passed": br.tests_passed,
-                    "tests_total": br.tests_total,
-                    "failing": sorted({c.name for c in br.cases if c.status == "fail"} | set(br.failing_tests or [])),
-                }
-            )
-        run_cases = [c for c in tr.cases if c.status in ("ok", "fail")]
-        cases[b.variant] = {c.name: c.status for c in run_cases}
-        if why:
-            status, reason = Status.ERROR, why
-        elif tr.status == "not_run":
-            status, reason = Status.NOT_RUN, f"no test case ran on {backend} (skipped, unsupported or none matched)"
-        elif tr.status == "ok" and done is not None and done.returncode == 0:
-            status, reason = Status.OK, ""
-        else:
-            status, reason = Status.FAIL, f"{sum(1 for c in run_cases if c.status == 'fail')} failing cases"
-        entry.update(
-            status=status.value,
-            reason=reason,
-            backends=backends,
-            n_ok=sum(1 for c in tr.cases if c.status == "ok"),
-            n_fail=sum(1 for c in tr.cases if c.status == "fail"),
-            n_not_supported=sum(1 for c in tr.cases if c.status == "not_supported"),
-        )
-        per[b.variant] = entry
+            logs.append(bundle.rel(log))
+            _record_variant(per, cases, b, done, why, log, bundle, backend)
     diff = {}
     ref = cases.get("base")
     if ref is not None:
@@ -105,11 +75,54 @@ def run_tests(
     )
 
 
+def _record_variant(per: dict, cases: dict, b: Bins, done, why: str, log, bundle: Bundle, backend: str) -> None:
+    """One variant's test run as its entry in the step's data (and its case results in `cases`)."""
+    entry: dict = {"log": bundle.rel(log), "seconds": round(done.seconds, 1) if done else 0.0}
+    try:
+        tr = parse.parse_test_console(done.stdout if done else "", str(log), partial=bool(why))
+    except ParseError as e:
+        entry.update(status=Status.ERROR.value, reason=why or str(e), backends=[], n_ok=0, n_fail=0, n_not_supported=0)
+        per[b.variant] = entry
+        return
+    backends = []
+    for br in tr.backends:
+        backends.append(
+            {
+                "name": br.name,
+                "status": br.status,
+                "tests_passed": br.tests_passed,
+                "tests_total": br.tests_total,
+                "failing": sorted({c.name for c in br.cases if c.status == "fail"} | set(br.failing_tests or [])),
+            }
+        )
+    run_cases = [c for c in tr.cases if c.status in ("ok", "fail")]
+    cases[b.variant] = {c.name: c.status for c in run_cases}
+    if why:
+        status, reason = Status.ERROR, why
+    elif tr.status == "not_run":
+        status, reason = Status.NOT_RUN, f"no test case ran on {backend} (skipped, unsupported or none matched)"
+    elif tr.status == "ok" and done is not None and done.returncode == 0:
+        status, reason = Status.OK, ""
+    else:
+        status, reason = Status.FAIL, f"{sum(1 for c in run_cases if c.status == 'fail')} failing cases"
+    entry.update(
+        status=status.value,
+        reason=reason,
+        backends=backends,
+        n_ok=sum(1 for c in tr.cases if c.status == "ok"),
+        n_fail=sum(1 for c in tr.cases if c.status == "fail"),
+        n_not_supported=sum(1 for c in tr.cases if c.status == "not_supported"),
+    )
+    per[b.variant] = entry
+
+
 def step(built: Built, opts: RunOptions, name: str) -> Step:
     """`test:<suite>`: the suite's test-backend-ops arguments from the recipe, plus the user's filter."""
     suite = name.split(":", 1)[1]
-    bins = [b for b in built.bins if b.variant in opts.test.variants] if opts.test.variants else list(built.bins)
-    return run_tests(
+    bins = built.measured
+    if opts.test.variants:
+        bins = [b for b in bins if b.variant in opts.test.variants]
+    step = run_tests(
         built.bundle,
         bins,
         suite=suite,
@@ -117,6 +130,9 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
         backend=opts.device,
         jobs=opts.test.jobs,
     )
+    if built.same_code:
+        step.data["same_code"] = dict(built.same_code)
+    return step
 
 
 def inputs(built: Built, opts: RunOptions, name: str) -> dict:
@@ -130,3 +146,24 @@ def reparse(bundle: Bundle, old: Step, bins: list[Bins]) -> Step:
     d = old.data
     tested = [b for b in bins if b.variant in d.get("variants", {})] or bins
     return run_tests(bundle, tested, suite=d["suite"], args=tuple(d["args"]), backend=d["backend"])
+
+
+_CASE_LINE = re.compile(r"^\s+[A-Z][A-Z0-9_]*\(.*\): ")
+
+
+def count_cases(b: Bins, backend: str, args: tuple[str, ...]) -> int | None:
+    """How many cases a test run will report: test-backend-ops' fast `support` mode, same selection."""
+    try:
+        done = proc.run([b.exe("test-backend-ops"), "support", "-b", backend, *args], echo=False, check=False)
+    except ToolNotFound:
+        return None
+    n = sum(1 for ln in done.stdout.splitlines() if _CASE_LINE.match(ln))
+    return n or None
+
+
+def _counter(bar: Progress, variant: str):
+    def on_line(line: str) -> None:
+        if _CASE_LINE.match(line):
+            bar.update(1)
+
+    return on_line

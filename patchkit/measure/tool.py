@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchkit import proc
 from patchkit.errors import ParseError, ToolNotFound
 from patchkit.options import Context
-from patchkit.results import Bundle
+from patchkit.results import Bundle, Status, Step
 from patchkit.series import VariantState
 from patchkit.source import BaseInfo
 
@@ -25,6 +26,19 @@ class Built:
     states: tuple[VariantState, ...]  # the variant trees (base first)
     bins: tuple[Bins, ...]
     backend: str  # cuda | cpu
+    same_code: dict[str, str] = field(default_factory=dict)  # variant -> why it compiles to base's code
+
+    @property
+    def measured(self) -> list[Bins]:
+        """The variants worth measuring: all but those that compile to base's code."""
+        return [b for b in self.bins if b.variant not in self.same_code]
+
+    def nothing_to_compare(self, name: str) -> Step | None:
+        """A `not run` step when every patched variant compiles to base's code (nothing to compare)."""
+        if self.same_code and len(self.measured) < 2:
+            why = "; ".join(sorted(set(self.same_code.values())))
+            return Step(name=name, status=Status.NOT_RUN, reason=f"nothing to compare: {why}")
+        return None
 
     @property
     def peak_bw_gbs(self) -> float | None:
@@ -59,6 +73,7 @@ def run_logged(
     timeout: float | None,
     env: dict | None = None,
     separate_stderr: bool = False,
+    on_line: Callable[[str], None] | None = None,
 ) -> tuple[proc.Completed | None, str, Path]:
     """Run a tool (or, when the bundle replays, read its recorded log); returns (completed or None,
     failure reason, log). A crash or timeout is a reason, not an exception."""
@@ -69,7 +84,9 @@ def run_logged(
         done = completed_from_log(log)
         return done, failure(done, None), log
     try:
-        done = proc.run(argv, log=log, timeout=timeout, check=False, env=env, separate_stderr=separate_stderr)
+        done = proc.run(
+            argv, log=log, timeout=timeout, check=False, env=env, separate_stderr=separate_stderr, on_line=on_line
+        )
     except ToolNotFound as e:
         log.write_text(f"$ {proc.quote([str(a) for a in argv])}\n# not run: {e}\n")
         return None, str(e), log
@@ -110,10 +127,11 @@ def run_parsed(
     *,
     timeout: float,
     separate_stderr: bool = False,
+    on_line: Callable[[str], None] | None = None,
 ):
     """Run a tool and parse its output; a crash, timeout or unparsable output is added to `errors`
     (prefixed with `what`) and gives None, so the caller goes on with the next variant or round."""
-    done, why, log = run_logged(bundle, name, argv, timeout=timeout, separate_stderr=separate_stderr)
+    done, why, log = run_logged(bundle, name, argv, timeout=timeout, separate_stderr=separate_stderr, on_line=on_line)
     logs.append(bundle.rel(log))
     if why or done is None:
         errors.append(f"{what}: {why}")
