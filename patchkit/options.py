@@ -65,7 +65,9 @@ class KernelOptions:
 @dataclass(frozen=True, kw_only=True)
 class DecodeOptions:
     depths: tuple[int, ...]
-    n_gen: int
+    n_prompt: tuple[int, ...]  # llama-bench -p (0: no prompt-processing test)
+    n_gen: tuple[int, ...]  # llama-bench -n
+    ubatch: tuple[int, ...]  # llama-bench -ub (empty: llama-bench's default)
     repetitions: int
     rounds: int
     type_k: str
@@ -185,7 +187,9 @@ def resolve_run(
         ),
         decode=DecodeOptions(
             depths=tuple(cli.get("depths") or d.depths),  # type: ignore[arg-type]
-            n_gen=_int(cli.get("n_gen") or d.n_gen, "--n-gen", minimum=1),
+            n_prompt=tuple(cli.get("n_prompt") or getattr(d, "n_prompt", (0,))),  # type: ignore[arg-type]
+            n_gen=tuple(cli.get("n_gen") or getattr(d, "n_gen_list", None) or (d.n_gen,)),  # type: ignore[arg-type]
+            ubatch=tuple(cli.get("ubatch") or getattr(d, "ubatch", ())),  # type: ignore[arg-type]
             repetitions=_int(cli.get("repetitions") or d.repetitions, "--repetitions", minimum=1),
             rounds=_int(cli.get("decode_rounds") or 1, "--decode-rounds", minimum=1),
             type_k=d.cache_type_k,

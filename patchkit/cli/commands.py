@@ -133,7 +133,9 @@ def _kernel_opts(p: argparse.ArgumentParser) -> None:
 
 def _decode_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--depths", type=int_list, default=None, help="decode: llama-bench -d depths, e.g. 0,32768")
-    p.add_argument("--n-gen", type=positive_int, default=0, help="decode: tokens generated per test (llama-bench -n)")
+    p.add_argument("--n-prompt", type=int_list, default=None, help="decode: prompt sizes (llama-bench -p), e.g. 512")
+    p.add_argument("--n-gen", type=int_list, default=None, help="decode: tokens generated per test (llama-bench -n)")
+    p.add_argument("--ubatch", type=int_list, default=None, help="decode: micro-batch sizes (llama-bench -ub)")
     p.add_argument("--repetitions", type=positive_int, default=0, help="decode: llama-bench -r (default: recipe)")
     p.add_argument(
         "--decode-rounds", type=positive_int, default=0, help="decode: interleaved llama-bench rounds (default 1)"

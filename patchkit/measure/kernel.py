@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 
-from patchkit import parse, stats
+from patchkit import parse, stats, upstreamdb
+from patchkit.errors import ResultsError
 from patchkit.measure.tool import Bins, Built, run_parsed
 from patchkit.options import RunOptions
 from patchkit.progress import Progress
@@ -45,9 +46,12 @@ def run_kernel_bench(
     samples: dict[str, dict[str, list[float]]] = {}  # params -> label -> [time_us]
     logs: list[str] = []
     errors: list[str] = []
-    runs = max(rounds, 1) * len(labeled)
+    runs: list[tuple[str, list]] = []  # (label, records) of every tool run: the upstream database
     with Progress(
-        "bench:kernel", total=runs, unit="run", what=f"{max(rounds, 1)} rounds x {len(labeled)} binaries"
+        "bench:kernel",
+        total=max(rounds, 1) * len(labeled),
+        unit="run",
+        what=f"{max(rounds, 1)} rounds x {len(labeled)} binaries",
     ) as bar:
         for r in range(1, max(rounds, 1) + 1):
             order = labeled if r % 2 else [labeled[0], *reversed(labeled[1:])]
@@ -64,6 +68,7 @@ def run_kernel_bench(
                     timeout=timeout,
                     separate_stderr=True,
                 )
+                runs.append((label, list(recs or ())))
                 for rec in recs or ():
                     if rec.supported is False:
                         continue
@@ -113,6 +118,7 @@ def run_kernel_bench(
                 continue
             rr = stats.ratio(ref, xs)
             c["vs_base"][label] = {**rr.to_dict(), "verdict": stats.verdict(rr, floor)}
+    db = upstream_db(bundle, upstreamdb.TEST_BACKEND_OPS_DB, runs, errors)
     return Step(
         name="bench:kernel",
         status=Status.ERROR if errors else Status.OK,
@@ -129,8 +135,22 @@ def run_kernel_bench(
             "labels": [lab for lab, _ in labeled],
             "cases": cases,
             "noise_floor": floor,
+            "upstream_db": db,
         },
     )
+
+
+def upstream_db(bundle: Bundle, name: str, runs: list, errors: list[str]) -> dict:
+    """The step's records as upstream's sqlite database in the run folder (compare-llama-bench.py reads it)."""
+    write = (
+        upstreamdb.write_llama_bench_db if name == upstreamdb.LLAMA_BENCH_DB else upstreamdb.write_test_backend_ops_db
+    )
+    try:
+        labels = write(bundle.path / name, [(v, recs) for v, recs in runs if recs])
+    except ResultsError as e:
+        errors.append(f"{name}: {e}")
+        return {}
+    return {"file": name, "labels": labels}
 
 
 def step(built: Built, opts: RunOptions, name: str) -> Step:

@@ -1,0 +1,146 @@
+"""llama.cpp's own scripts/compare-llama-bench.py, from the pinned base, reads the databases patchkit writes.
+
+The script is taken from the pinned base commit in the work folder's cache repo (the `base` fixture
+fetches it; the variants' `base` worktree holds the same file) and run unedited, as a user would, with
+`-b <base label> -c <variant label>`, for `--tool llama-bench` (its default) and `--tool test-backend-ops`.
+Its speedup table must list every test and say what the records say. Records: the H200 run
+(examples/h200/raw: decode and kernel-bench logs of base, +0001, +0001+0002 and base's A/A copy) and the
+CPU fixtures (tests/fixtures/cpu). The script needs GitPython and tabulate.
+"""
+
+from __future__ import annotations
+
+import shlex
+import statistics
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from patchkit import parse, upstreamdb, vcs
+from patchkit.upstreamdb import LLAMA_BENCH, TEST_BACKEND_OPS
+
+ROOT = Path(__file__).resolve().parents[2]
+FIX = ROOT / "tests" / "fixtures" / "cpu"
+H200 = ROOT / "examples" / "h200" / "raw"
+H200_PERF = {"base": "base", "+0001": "+0001", "+0001+0002": "+0001+0002", "base#2": "base_aa2"}
+
+
+@pytest.fixture(scope="module")
+def script(work, base, tmp_path_factory) -> Path:
+    """scripts/compare-llama-bench.py of the pinned base, as committed there."""
+    r = vcs.git(work.repo, "show", f"{base.commit}:scripts/compare-llama-bench.py", env={"GIT_DIR": str(work.repo)})
+    assert r.ok, r.output
+    path = tmp_path_factory.mktemp("llama.cpp") / "scripts" / "compare-llama-bench.py"
+    path.parent.mkdir()
+    path.write_bytes(r.stdout)
+    return path
+
+
+def _compare(script: Path, db: Path, table, baseline: str, compare: str, cwd: Path) -> tuple[list, list]:
+    """Run the command upstreamdb documents; returns the printed table's header and rows."""
+    cmd = upstreamdb.compare_command(db, table, baseline, compare, script=str(script))
+    r = subprocess.run(shlex.split(cmd), cwd=cwd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, f"{cmd} exited {r.returncode}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+    assert "differing lengths" not in r.stderr, r.stderr
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("|")]
+    cells = [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in lines]
+    assert len(cells) >= 3 and set(cells[1][0]) <= set(":-"), r.stdout
+    return cells[0], cells[2:]
+
+
+def _near(cell: str, value: float) -> bool:
+    return abs(float(cell) - value) <= 0.005 + 1e-9
+
+
+def _test_name(r) -> str:
+    """The script's test name: pp512, tg128, pp512+tg128, with @d<depth> when the depth is not 0."""
+    if r.n_prompt and not r.n_gen:
+        name = f"pp{r.n_prompt}"
+    elif r.n_gen and not r.n_prompt:
+        name = f"tg{r.n_gen}"
+    else:
+        name = f"pp{r.n_prompt}+tg{r.n_gen}"
+    return name + (f"@d{r.n_depth}" if r.n_depth else "")
+
+
+def _check_llama_bench(script, db, mapping, runs, cwd, n_tests):
+    labs = list(mapping)
+    by_test = {
+        v: {t: [r.avg_ts for r in runs[v] if _test_name(r) == t] for t in {_test_name(r) for r in runs[v]}}
+        for v in runs
+    }
+    for lab in labs[1:]:
+        header, rows = _compare(script, db, LLAMA_BENCH, labs[0], lab, cwd)
+        assert header[-4:] == ["Test", f"t/s {labs[0]}", f"t/s {lab}", "Speedup"]
+        assert len(rows) == n_tests
+        base_ts, var_ts = by_test[mapping[labs[0]]], by_test[mapping[lab]]
+        for row in rows:
+            b, c = statistics.fmean(base_ts[row[-4]]), statistics.fmean(var_ts[row[-4]])
+            assert _near(row[-3], b) and _near(row[-2], c) and _near(row[-1], c / b), row
+
+
+def test_llama_bench_h200_decode(script, tmp_path):
+    runs = {
+        v: parse.parse_llama_bench_json(parse.read_log(H200 / f"decode-r1-{v}.log"), v)
+        for v in H200_PERF
+        if "#" not in v
+    }
+    db = tmp_path / upstreamdb.LLAMA_BENCH_DB
+    mapping = upstreamdb.write_llama_bench_db(db, runs)
+    assert list(mapping) == ["base______", "+0001_____", "+0001+0002"]
+    _check_llama_bench(script, db, mapping, runs, tmp_path, n_tests=3)
+
+
+def test_llama_bench_cpu_fixtures_from_a_git_checkout(script, tmp_path):
+    """Two real CPU runs of the same tests; the script run from inside a git repository (patchkit's
+    checkout), where it also looks labels up as branch and tag names."""
+    runs = {
+        "base": parse.parse_llama_bench_json((FIX / "bench_tiny.json").read_text(), "bench_tiny.json"),
+        "+0001": parse.parse_llama_bench_json((FIX / "bench_tiny_pair.json").read_text(), "bench_tiny_pair.json"),
+    }
+    db = tmp_path / upstreamdb.LLAMA_BENCH_DB
+    mapping = upstreamdb.write_llama_bench_db(db, runs)
+    _check_llama_bench(script, db, mapping, runs, ROOT, n_tests=4)
+
+
+def _check_test_backend_ops(script, db, mapping, runs, cwd, n_cases):
+    flops: dict[str, dict[str, list[float]]] = {}
+    for v, recs in runs:
+        for r in recs:
+            flops.setdefault(v, {}).setdefault(r.op_params, []).append(r.flops)
+    labs = list(mapping)
+    for lab in labs[1:]:
+        header, rows = _compare(script, db, TEST_BACKEND_OPS, labs[0], lab, cwd)
+        assert header[-3].endswith(f"FLOPS {labs[0]}") and header[-2].endswith(f"FLOPS {lab}")
+        assert header[-1] == "Speedup"
+        assert len(rows) == n_cases
+        i = header.index("Op parameters")
+        for row in rows:
+            params = row[i]
+            b = statistics.fmean(flops[mapping[labs[0]]][params])
+            c = statistics.fmean(flops[mapping[lab]][params])
+            assert _near(row[-1], c / b), (row, c / b)
+
+
+def test_test_backend_ops_h200_kernel_bench(script, tmp_path):
+    runs = [
+        (v, parse.parse_perf_sql(parse.read_log(H200 / f"perf-r{r}-{f}.log"), f))
+        for r in (1, 2, 3)
+        for v, f in H200_PERF.items()
+    ]
+    db = tmp_path / upstreamdb.TEST_BACKEND_OPS_DB
+    mapping = upstreamdb.write_test_backend_ops_db(db, runs)
+    assert list(mapping) == ["base______", "+0001_____", "+0001+0002", "base.aa2__"]
+    _check_test_backend_ops(script, db, mapping, runs, tmp_path, n_cases=12)
+
+
+def test_test_backend_ops_cpu_fixture_against_itself(script, tmp_path):
+    """The same real records as base and as its A/A copy: every speedup is exactly 1.00."""
+    recs = parse.parse_perf_sql((FIX / "perf_fa_cpu.sql.txt").read_text(), "perf_fa_cpu.sql.txt")
+    runs = [("base", recs), ("base#2", recs)]
+    db = tmp_path / upstreamdb.TEST_BACKEND_OPS_DB
+    mapping = upstreamdb.write_test_backend_ops_db(db, runs)
+    _check_test_backend_ops(script, db, mapping, runs, tmp_path, n_cases=3)
+    _, rows = _compare(script, db, TEST_BACKEND_OPS, "base____", "base.aa2", tmp_path)
+    assert [row[-1] for row in rows] == ["1.00"] * 3
