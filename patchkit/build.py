@@ -29,6 +29,7 @@ import git
 
 from patchkit import proc
 from patchkit.errors import BuildError, CommandError, ToolNotFound
+from patchkit.parsers.compiler import first_compiler_error
 from patchkit.recipe import Recipe
 from patchkit.series import VariantState, checkout_base
 from patchkit.source import BaseInfo, open_cache_repo
@@ -180,37 +181,6 @@ def toolchain(opts: BuildOptions) -> Toolchain:
 
 
 # ---------------------------------------------------------------------------------------------
-# Compiler errors
-
-
-_GCC_ERR = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:\d+:)? (?:fatal )?error: (?P<msg>.*)$")
-_NVCC_ERR = re.compile(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\): (?:catastrophic )?error: (?P<msg>.*)$")
-_CMAKE_ERR = re.compile(r"^CMake Error(?: at (?P<file>[^:]+):(?P<line>\d+))?.*")
-
-
-def first_compiler_error(log_text: str) -> str | None:
-    """'file:line: message' of the first compiler (gcc/clang/nvcc) or CMake error in a build log."""
-    lines = log_text.splitlines()
-    for i, line in enumerate(lines):
-        m = _GCC_ERR.match(line) or _NVCC_ERR.match(line)
-        if m:
-            msg = m.group("msg").strip()
-            # nvcc puts the static_assert text on the next lines
-            if not msg or msg.endswith(("failed", "failed with")):
-                for nxt in lines[i + 1 : i + 3]:
-                    if nxt.strip():
-                        msg += " " + nxt.strip()
-                        break
-            return f"{m.group('file')}:{m.group('line')}: {msg}"
-        m = _CMAKE_ERR.match(line)
-        if m:
-            detail = next((ln.strip() for ln in lines[i + 1 : i + 6] if ln.strip()), "")
-            where = f"{m.group('file')}:{m.group('line')}: " if m.group("file") else ""
-            return f"{where}CMake Error: {detail}"
-    return None
-
-
-# ---------------------------------------------------------------------------------------------
 # Builds
 
 
@@ -261,7 +231,32 @@ def find_build(
             tc = Toolchain(cmake_args=tuple(data.get("cmake_args", ())))
     if data.get("key") != build_key(state, opts, tc):
         return None
-    return BuildResult(**{**data["result"], "reused": True})
+    res = dict(data["result"])
+    log = Path(res.get("log") or "")
+    return BuildResult(
+        **{
+            **res,
+            "bin_dir": str(manifest.parent),  # where it is now, whatever was recorded
+            "log": str(log if log.is_absolute() or not res.get("log") else ws.root / log),
+            "reused": True,
+        }
+    )
+
+
+def _manifest(ws: Workspace, result: BuildResult, tc: Toolchain, opts: BuildOptions) -> dict:
+    """bin/<variant>/manifest.json: paths in it are relative to the work folder (a moved work folder's
+    manifests stay true); the log is absolute only where it lies outside the work folder."""
+    log = Path(result.log)
+    return {
+        "key": result.key,
+        "cmake_args": list(tc.cmake_args),
+        "options": opts.key_material(),
+        "result": {
+            **result.to_dict(),
+            "bin_dir": str(Path(result.bin_dir).relative_to(ws.root)),
+            "log": str(log.relative_to(ws.root)) if log.is_relative_to(ws.root) else str(log),
+        },
+    }
 
 
 class _Progress:
@@ -383,15 +378,7 @@ def build_variants(
                 steps=steps,
                 log=str(log),
             )
-            write_json(
-                tmp / "manifest.json",
-                {
-                    "key": result.key,
-                    "cmake_args": list(tc.cmake_args),
-                    "options": opts.key_material(),
-                    "result": result.to_dict(),
-                },
-            )
+            write_json(tmp / "manifest.json", _manifest(ws, result, tc, opts))
             shutil.rmtree(out, ignore_errors=True)
             os.replace(tmp, out)
             print(f"{state.name}: built in {seconds:.0f} s ({steps} steps) -> {out}")

@@ -1,7 +1,15 @@
-"""The single subprocess helper: argv lists only, command echoed, output saved to a log, errors raised."""
+"""The single subprocess helper: argv lists only, command echoed, output saved to a log, errors raised.
+
+Children die with patchkit: they stay in patchkit's process group (a kill of the group, e.g. kill -9
+-PGID or a terminal's Ctrl-C, reaches them and whatever they started), and on Linux each child also
+gets SIGKILL when the patchkit thread that started it dies (PR_SET_PDEATHSIG), e.g. on kill -9 of
+patchkit alone. On a timeout, the child and every process under it are killed.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import shlex
 import shutil
@@ -28,6 +36,70 @@ class Completed:
     @property
     def ok(self) -> bool:
         return self.returncode == 0
+
+
+_PR_SET_PDEATHSIG = 1
+_prctl = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None) if sys.platform.startswith("linux") else None
+
+
+def _die_with_parent(parent: int) -> Callable[[], None] | None:
+    """A preexec_fn (Linux): SIGKILL this child when its parent thread dies; exit at once if the
+    parent is already gone (it died between fork and here)."""
+    if _prctl is None:
+        return None
+
+    def preexec() -> None:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:
+            os._exit(137)
+
+    return preexec
+
+
+def _children() -> dict[int, list[int]]:
+    """Every process's children, from /proc (ppid is the 4th field of /proc/PID/stat)."""
+    kids: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 1:
+            kids.setdefault(int(fields[1]), []).append(int(d))
+    return kids
+
+
+def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
+    """Signal `pid` and every process under it (children first found, then the parent: an orphan
+    would be re-parented to init and escape)."""
+    tree, todo = [], [pid]
+    kids = _children() if os.path.isdir("/proc") else {}
+    while todo:
+        p = todo.pop()
+        tree.append(p)
+        todo.extend(kids.get(p, []))
+    for p in reversed(tree):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(p, sig)
+
+
+def _wait(p: subprocess.Popen, timeout: float | None) -> int | None:
+    """The child's exit status; None when it ran past `timeout` (it and its descendants are killed).
+    On Ctrl-C the child's tree gets SIGTERM and is waited for."""
+    try:
+        return p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_tree(p.pid, signal.SIGKILL)
+        p.wait()
+        return None
+    except KeyboardInterrupt:
+        kill_tree(p.pid, signal.SIGTERM)
+        p.wait()
+        raise
 
 
 def which(program: str, env: dict[str, str] | None = None) -> str:
@@ -61,9 +133,10 @@ def run(
     """Run `argv` (no shell). stdout+stderr go to `log` (with the command line as its first line).
 
     Output is shown only on failure (last lines) unless `stream`. With `separate_stderr`, the log
-    still gets both streams but `Completed.stdout` holds stdout alone (e.g. generated text). With `check`, a non-zero exit or a
-    timeout raises CommandError naming the program, the exit code and the log. With `check=False` the
-    caller gets the Completed and decides (used where a failing tool is a result, e.g. a test run).
+    still gets both streams but `Completed.stdout` holds stdout alone (e.g. generated text). With
+    `check`, a non-zero exit or a timeout raises CommandError naming the program, the exit code and
+    the log. With `check=False` the caller gets the Completed and decides (used where a failing tool
+    is a result, e.g. a test run).
     """
     args = [str(a) for a in argv]
     full_env = dict(os.environ)
@@ -77,31 +150,28 @@ def run(
         log.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     out_chunks: list[str] = []
-    returncode: int | None
-    logf = open(log, "w", encoding="utf-8") if log is not None else None
-    if logf:
-        logf.write(f"$ {cmdline}\n" + (f"# cwd: {cwd}\n" if cwd else ""))
-        logf.flush()
+    with open(log, "w", encoding="utf-8") if log is not None else contextlib.nullcontext() as logf:
+        if logf:
+            logf.write(f"$ {cmdline}\n" + (f"# cwd: {cwd}\n" if cwd else ""))
+            logf.flush()
+        lock = threading.Lock()
+        ends_line = [True]  # whether the log's last write ended a line (the exit line starts a new one)
 
-    lock = threading.Lock()
-    ends_line = [True]  # whether the log's last write ended a line (the exit line starts a new one)
+        def pump(stream_in, keep: bool = True) -> None:
+            for line in stream_in:
+                if keep:
+                    out_chunks.append(line)
+                with lock:
+                    if logf:
+                        logf.write(line)
+                        ends_line[0] = line.endswith("\n")
+                if not keep:
+                    continue
+                if stream:
+                    sys.stderr.write(line)
+                if on_line is not None:
+                    on_line(line)
 
-    def pump(stream_in, keep: bool = True) -> None:
-        for line in stream_in:
-            if keep:
-                out_chunks.append(line)
-            with lock:
-                if logf:
-                    logf.write(line)
-                    ends_line[0] = line.endswith("\n")
-            if not keep:
-                continue
-            if stream:
-                sys.stderr.write(line)
-            if on_line is not None:
-                on_line(line)
-
-    try:
         with subprocess.Popen(
             args,
             cwd=cwd,
@@ -111,28 +181,16 @@ def run(
             stdin=subprocess.DEVNULL,
             text=True,
             errors="replace",
-            start_new_session=True,
+            preexec_fn=_die_with_parent(os.getpid()),
         ) as p:
             readers = [threading.Thread(target=pump, args=(p.stdout,), daemon=True)]
             if separate_stderr:
                 readers.append(threading.Thread(target=pump, args=(p.stderr, False), daemon=True))
             for reader in readers:
                 reader.start()
-            try:
-                returncode = p.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
-                returncode = None
-            except KeyboardInterrupt:
-                os.killpg(p.pid, signal.SIGTERM)
-                p.wait()
-                raise
+            returncode = _wait(p, timeout)
             for reader in readers:
                 reader.join(timeout=10)
-    finally:
-        if logf:
-            logf.close()
     seconds = time.monotonic() - start
     if log is not None:
         with open(log, "a", encoding="utf-8") as f:

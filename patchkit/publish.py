@@ -12,14 +12,29 @@ from __future__ import annotations
 
 import os
 import re
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
 from patchkit.errors import PatchkitError
 
 API = "https://api.github.com"
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
 _REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 TIMEOUT = 30
+
+
+def check_api_url(api: str) -> str:
+    """The API URL, if the token may be sent to it: https, or plain http to this machine only
+    (127.0.0.1, ::1, localhost: a local test server). Anything else is refused in one line."""
+    u = urllib.parse.urlsplit(api or "")
+    if u.scheme == "https" and u.hostname:
+        return api
+    if u.scheme == "http" and u.hostname in LOOPBACK:
+        return api
+    raise PatchkitError(
+        f"--api {api!r}: the token is sent only over https (or plain http to 127.0.0.1/localhost for a local test)"
+    )
 
 
 def split_title(markdown: str) -> tuple[str, str]:
@@ -72,6 +87,7 @@ def publish(
     JSON answer (or, with dry_run, what would have been sent). Raises PatchkitError with one line."""
     if not _REPO_RE.match(repo or ""):
         raise PatchkitError(f"repository must be OWNER/NAME, got {repo!r}")
+    check_api_url(api)
     if number is None and not head:
         raise PatchkitError(
             "to open a pull request, give the head branch (OWNER:BRANCH or BRANCH); to update one, its number"

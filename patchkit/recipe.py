@@ -20,6 +20,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from patchkit.errors import RecipeError
+from patchkit.workspace import SAFE_RULE, is_safe_component
 
 DEFAULT_RECIPE = "default"
 
@@ -240,9 +241,7 @@ def parse_recipe(text: str, file: Path, root: Path | None = None) -> Recipe:
     for key in head:
         if key not in ("name", "description"):
             raise RecipeError(f"{file}: unknown key 'recipe.{key}'{_hint(key, ['name', 'description'])}")
-    name = head.get("name", file.stem)
-    if not isinstance(name, str) or not name or any(c in name for c in "/\\ "):
-        raise RecipeError(f"{file}: recipe.name: expected a name without spaces or slashes, got {name!r}")
+    name = _component(head.get("name", file.stem), "recipe.name", file)
     if "base" not in data:
         raise RecipeError(f"{file}: missing key 'base'")
     base = _convert(data["base"], Base, "base", file)
@@ -257,6 +256,9 @@ def parse_recipe(text: str, file: Path, root: Path | None = None) -> Recipe:
         raise RecipeError(f"{file}: base.git.commit: expected a full 40-hex commit, got {base.git.commit!r}")
     if base.sdist is not None and not _is_hex(base.sdist.sha256, 64):
         raise RecipeError(f"{file}: base.sdist.sha256: expected 64 hex digits, got {base.sdist.sha256!r}")
+    if base.sdist is not None:  # they make the cached file's name
+        _component(base.sdist.name, "base.sdist.name", file)
+        _component(base.sdist.version, "base.sdist.version", file)
 
     series_raw = data.get("series", [])
     if not isinstance(series_raw, list):
@@ -302,9 +304,17 @@ def _is_full_sha(s: str) -> bool:
     return _is_hex(s, 40)
 
 
+def _component(value: object, key: str, file: Path) -> str:
+    """A name that becomes a folder or file name (recipe, patch id, sdist name): one safe path component."""
+    if not is_safe_component(value):
+        raise RecipeError(f"{file}: {key}: {value!r} cannot be a folder name ({SAFE_RULE})")
+    return value  # type: ignore[return-value]
+
+
 def _check_series(series: tuple[Patch, ...], file: Path) -> None:
     seen: dict[str, int] = {}
     for i, p in enumerate(series):
+        _component(p.key, f"series[{i}].id" if p.id else f"series[{i}].file (its id, {p.key!r})", file)
         for name in (p.key, p.file):
             if name in seen and seen[name] != i:
                 raise RecipeError(f"{file}: series[{i}]: duplicate patch {name!r}")
@@ -315,6 +325,8 @@ def _check_series(series: tuple[Patch, ...], file: Path) -> None:
                 raise RecipeError(
                     f"{file}: series[{i}].depends_on: unknown patch {dep!r}{_hint(dep, [q.key for q in series])}"
                 )
+            if seen[dep] == i:
+                raise RecipeError(f"{file}: series[{i}].depends_on: patch {p.key} depends on itself")
             if seen[dep] >= i:
                 raise RecipeError(f"{file}: series[{i}].depends_on: {dep!r} must come before {p.key!r} in the series")
             if series[seen[dep]].local != p.local and not p.local:

@@ -11,12 +11,15 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
+import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import git
 
 from patchkit.errors import ApplyError
+from patchkit.parsers.patch import CONFLICT, parse_hunks
 from patchkit.recipe import Patch, Recipe
 from patchkit.source import BaseInfo
 from patchkit.workspace import Workspace, read_json, write_json
@@ -78,40 +81,7 @@ def variant_key(recipe: Recipe, base: BaseInfo, variant: Variant) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Patch files: the hunks, to name the one that failed.
-
-
-@dataclass(frozen=True, kw_only=True)
-class Hunk:
-    file: str
-    index: int  # 1-based within its file
-    header: str  # "@@ -650,7 +650,9 @@ ..."
-    old_start: int
-    old_len: int
-
-
-_DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/(\S+)")
-_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@")
-
-
-def parse_hunks(patch_text: str) -> list[Hunk]:
-    hunks: list[Hunk] = []
-    current = ""
-    n = 0
-    for line in patch_text.splitlines():
-        m = _DIFF_FILE.match(line)
-        if m:
-            current, n = m.group(2), 0
-            continue
-        m = _HUNK.match(line)
-        if m and current:
-            n += 1
-            hunks.append(
-                Hunk(
-                    file=current, index=n, header=line.strip(), old_start=int(m.group(1)), old_len=int(m.group(2) or 1)
-                )
-            )
-    return hunks
+# Patch files: the hunks (patchkit.parsers.patch), to name the one that failed.
 
 
 def patch_subject(patch_text: str) -> str:
@@ -148,7 +118,6 @@ def patch_body(patch_text: str) -> str:
 
 
 _FAILED_AT = re.compile(r"patch failed: (\S+):(\d+)")
-_CONFLICT = re.compile(r"CONFLICT \([^)]*\): (?:Merge conflict in )?(\S+)")
 _NOT_EXIST = re.compile(r"error: (\S+): does not exist in index")
 
 
@@ -162,7 +131,7 @@ def describe_failure(patch_file: Path, output: str) -> str:
             if h.file == f and h.old_start == line:
                 return f"file {f}, hunk #{h.index} ({h.header})"
         return f"file {f}, hunk at line {line}"
-    m = _CONFLICT.search(output) or _NOT_EXIST.search(output)
+    m = CONFLICT.search(output) or _NOT_EXIST.search(output)
     if m:
         f = m.group(1)
         idx = [h for h in hunks if h.file == f]
@@ -238,6 +207,29 @@ def am(wt: git.Repo, patch_file: Path, patch: Patch, variant: str) -> str:
     return wt.git.rev_parse("HEAD")
 
 
+def series_commits(
+    repo: git.Repo, ws: Workspace, recipe: Recipe, base: BaseInfo, variant: Variant
+) -> tuple[str, list[dict]]:
+    """The variant's commits, made with `git am -3` in a scratch worktree: (head, applied patches).
+    A patch that does not apply raises ApplyError and leaves every variant's tree as it was."""
+    scratch_root = ws.cache / "tmp"
+    scratch_root.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(dir=scratch_root, prefix=f"apply-{variant.folder}-")) / "tree"
+    try:
+        wt = checkout_base(repo, scratch, base.commit, recipe.base.prune)
+        applied = []
+        for p in (*recipe.local_patches, *variant.patches):
+            pf = recipe.patch_path(p)
+            commit = am(wt, pf, p, variant.name)
+            applied.append(
+                {"id": p.key, "file": p.file, "sha256": patch_sha256(pf), "commit": commit, "local": p.local}
+            )
+        return wt.git.rev_parse("HEAD"), applied
+    finally:
+        shutil.rmtree(scratch.parent, ignore_errors=True)
+        repo.git.worktree("prune")
+
+
 def apply_variant(
     recipe: Recipe, base: BaseInfo, ws: Workspace, variant: Variant, *, force: bool = False
 ) -> tuple[VariantState, bool]:
@@ -266,20 +258,9 @@ def apply_variant(
                     "run `patchkit refresh` to export them, or pass --force to discard"
                 )
         repo = open_cache_repo(ws)
-        wt = checkout_base(repo, tree, base.commit, recipe.base.prune)
-        applied = []
+        head, applied = series_commits(repo, ws, recipe, base, variant)  # raises before the tree is touched
         spath.unlink(missing_ok=True)
-        try:
-            for p in (*recipe.local_patches, *variant.patches):
-                pf = recipe.patch_path(p)
-                commit = am(wt, pf, p, variant.name)
-                applied.append(
-                    {"id": p.key, "file": p.file, "sha256": patch_sha256(pf), "commit": commit, "local": p.local}
-                )
-        except ApplyError:
-            wt.git.reset("--hard", base.commit)  # a failed variant is left clean at its base, with no state
-            raise
-        head = wt.git.rev_parse("HEAD")
+        checkout_base(repo, tree, head, recipe.base.prune)
         branch = f"pk/{recipe.name}/{variant.branch_suffix}"
         repo.git.update_ref(f"refs/heads/{branch}", head)
         state = VariantState(name=variant.name, key=key, base=base.commit, head=head, patches=applied)

@@ -13,6 +13,7 @@ A second fetch finds the ref and needs no network.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -83,6 +84,8 @@ def fetch(base: Base, ws: Workspace, *, offline: bool = False) -> BaseInfo:
     with ws.lock(ws.repo, wait=True):
         if meta_path.is_file():
             info = BaseInfo(**read_json(meta_path))  # type: ignore[arg-type]
+            if base.sdist is not None and base.route == "sdist":
+                check_base_record(info, base.sdist, ws, meta_path)
             try:
                 if repo.git.rev_parse("--verify", "-q", f"{ref}^{{commit}}") == info.commit:
                     _mark_shallow(repo, info.commit)
@@ -179,17 +182,41 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+def _mismatch(what: Path | str, got: str, sd: SdistBase, fix: str) -> FetchError:
+    """The one message for an sdist hash that is not the recipe's: both hashes and the recipe key."""
+    return FetchError(f"{what}: sha256 {got} does not match the recipe's base.sdist.sha256 {sd.sha256}; {fix}")
+
+
+def verified_sdist(sd: SdistBase, ws: Workspace) -> Path | None:
+    """The cached sdist if it is there, after hashing it against the recipe's sha256 (the one way a
+    cached sdist is opened); None if it is not cached."""
+    dest = ws.sdist(sdist_filename(sd))
+    if not dest.is_file():
+        return None
+    got = sha256_file(dest)
+    if got != sd.sha256:
+        raise _mismatch(
+            dest, got, sd, "the cached archive was changed or the recipe is wrong (delete the file to download again)"
+        )
+    return dest
+
+
+def check_base_record(info: BaseInfo, sd: SdistBase, ws: Workspace, record: Path) -> None:
+    """A cached sdist base is used only for the recipe's sdist: its record names the sha256 it was
+    imported from, and the cached archive (where it is still there) is hashed again."""
+    if info.sdist_sha256 != sd.sha256:
+        raise _mismatch(
+            record, info.sdist_sha256, sd, f"base {info.key} was imported from another sdist (the recipe is wrong?)"
+        )
+    verified_sdist(sd, ws)
+
+
 def download_sdist(sd: SdistBase, ws: Workspace, *, offline: bool = False) -> Path:
     """The verified sdist in the cache: a cached file is re-verified; a bad one is never used."""
+    cached = verified_sdist(sd, ws)
+    if cached is not None:
+        return cached
     dest = ws.sdist(sdist_filename(sd))
-    if dest.is_file():
-        got = sha256_file(dest)
-        if got == sd.sha256:
-            return dest
-        raise FetchError(
-            f"{dest}: sha256 {got} does not match the recipe's base.sdist.sha256 {sd.sha256}; "
-            "the cached archive was changed or the recipe is wrong (delete the file to download again)"
-        )
     if offline:
         raise FetchError(f"{dest}: not in the cache and --offline was given")
     url = resolve_sdist_url(sd)
@@ -215,28 +242,144 @@ def download_sdist(sd: SdistBase, ws: Workspace, *, offline: bool = False) -> Pa
         raise FetchError(f"{url}: download failed: {e}") from None
     if h.hexdigest() != sd.sha256:
         part.unlink(missing_ok=True)
-        raise FetchError(f"{url}: sha256 {h.hexdigest()} does not match the recipe's base.sdist.sha256 {sd.sha256}")
+        raise _mismatch(url, h.hexdigest(), sd, "the download is not the sdist the recipe names")
     os.replace(part, dest)
     return dest
 
 
+# ---------------------------------------------------------------------------------------------
+# Archive extraction that cannot write outside its folder, on any Python (3.11.2 has no tarfile
+# data filter): every member of the archive is checked first (regular files and folders; symbolic
+# links whose target, followed through the archive's own links, stays inside; hard links to an
+# earlier regular file, written as a copy; nothing under a link; no absolute or '..' names; no
+# device, fifo or other member), then written with each folder opened O_NOFOLLOW, never through a link.
+
+_MAX_LINK_HOPS = 40
+
+
+def _parts(name: str) -> tuple[str, ...] | None:
+    """A member name's path components ('' and '.' dropped), or None if absolute or with '..'."""
+    if name.startswith("/") or "\0" in name:
+        return None
+    parts = tuple(p for p in name.split("/") if p not in ("", "."))
+    return None if ".." in parts else parts
+
+
+def _resolve(parts: tuple[str, ...], links: dict[tuple[str, ...], str], hops: int = 0) -> tuple[str, ...] | None:
+    """Where `parts` leads inside the archive's folder, following the archive's symbolic links; None
+    if it leaves the folder (or loops)."""
+    out: list[str] = []
+    for p in parts:
+        if p in ("", "."):
+            continue
+        if p == "..":
+            if not out:
+                return None
+            out.pop()
+            continue
+        out.append(p)
+        target = links.get(tuple(out))
+        if target is not None:
+            if target.startswith("/") or hops >= _MAX_LINK_HOPS:
+                return None
+            inner = _resolve((*out[:-1], *target.split("/")), links, hops + 1)
+            if inner is None:
+                return None
+            out = list(inner)
+    return tuple(out)
+
+
+def _member_error(m: tarfile.TarInfo, seen: dict[tuple[str, ...], tarfile.TarInfo], links: dict) -> str:
+    """Why member `m` may not be extracted ('' if it may), given the members before it (`seen`)
+    and every symbolic link of the archive (`links`)."""
+    parts = _parts(m.name)
+    if parts is None:
+        return f"unsafe path in archive: {m.name!r}"
+    if any(parts[:i] in links for i in range(1, len(parts))):
+        return f"member {m.name!r} lies under a symbolic link of the archive"
+    before = seen.get(parts)
+    if before is not None and not (before.isdir() and m.isdir()):
+        return f"member {m.name!r} appears twice"
+    if m.issym():
+        if _resolve((*parts[:-1], *m.linkname.split("/")), links) is None:
+            return f"link {m.name!r} points outside the archive: {m.linkname!r}"
+    elif m.islnk():
+        target = seen.get(_parts(m.linkname) or ())
+        if target is None or not target.isreg():
+            return f"hard link {m.name!r} does not name an earlier regular file of the archive: {m.linkname!r}"
+    elif m.isdev() or m.isfifo():
+        return f"device or fifo in archive: {m.name!r}"
+    elif not (m.isreg() or m.isdir()):
+        return f"member {m.name!r} of unsupported type {m.type!r}"
+    return ""
+
+
 def _safe_members(tar: tarfile.TarFile, archive: Path, prefixes: tuple[str, ...]) -> list[tarfile.TarInfo]:
-    """Members under `prefixes`, refusing any path that would land outside the extraction folder."""
+    """The members under `prefixes`, after checking every member of the archive (see above)."""
+    members = tar.getmembers()
+    links = {p: m.linkname for m in members if m.issym() and (p := _parts(m.name))}
+    seen: dict[tuple[str, ...], tarfile.TarInfo] = {}
     out = []
-    for m in tar.getmembers():
-        name = m.name
-        parts = Path(name).parts
-        if name.startswith("/") or ".." in parts:
-            raise FetchError(f"{archive}: unsafe path in archive: {name!r}")
-        if m.issym() or m.islnk():
-            target = Path(name).parent / m.linkname if m.issym() else Path(m.linkname)
-            if m.linkname.startswith("/") or ".." in Path(os.path.normpath(target)).parts:
-                raise FetchError(f"{archive}: link {name!r} points outside the archive: {m.linkname!r}")
-        if m.isdev():
-            raise FetchError(f"{archive}: device file in archive: {name!r}")
-        if any(name == p or name.startswith(p + "/") for p in prefixes):
+    for m in members:
+        why = _member_error(m, seen, links)
+        if why:
+            raise FetchError(f"{archive}: {why}")
+        parts = _parts(m.name) or ()
+        seen.setdefault(parts, m)
+        name = "/".join(parts)
+        if parts and any(name == p or name.startswith(p + "/") for p in prefixes):
             out.append(m)
     return out
+
+
+def _open_folder(root: int, parts: tuple[str, ...]) -> int:
+    """An fd of the folder root/parts, made where missing, each component opened without following
+    a link (a link or file in the way is an OSError)."""
+    fd = os.dup(root)
+    for p in parts:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(p, 0o755, dir_fd=fd)
+        try:
+            nxt = os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+        finally:
+            os.close(fd)
+        fd = nxt
+    return fd
+
+
+def _write_member(tar: tarfile.TarFile, m: tarfile.TarInfo, folder: int, name: str) -> None:
+    """A regular file (or a hard link's content) as a new file, never through an existing name."""
+    src = tar.extractfile(m)
+    assert src is not None
+    mode = 0o755 if m.mode & 0o100 else 0o644
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(name, flags, mode, dir_fd=folder)
+    with os.fdopen(fd, "wb") as out:
+        shutil.copyfileobj(src, out, CHUNK)
+        out.flush()
+        os.utime(out.fileno(), (m.mtime, m.mtime))
+
+
+def extract_members(tar: tarfile.TarFile, members: list[tarfile.TarInfo], dest: Path) -> None:
+    """Write `members` (from `_safe_members`) under dest: folders and files first, symbolic links
+    last, so that nothing is ever written through a link."""
+    dest.mkdir(parents=True, exist_ok=True)
+    root = os.open(dest, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for m in sorted(members, key=lambda m: m.issym()):  # stable: archive order otherwise
+            parts = _parts(m.name)
+            if not parts:
+                continue
+            folder = _open_folder(root, parts[:-1] if not m.isdir() else parts)
+            try:
+                if m.issym():
+                    os.symlink(m.linkname, parts[-1], dir_fd=folder)
+                elif not m.isdir():
+                    _write_member(tar, m, folder, parts[-1])
+            finally:
+                os.close(folder)
+    finally:
+        os.close(root)
 
 
 def extract_subdirs(archive: Path, dest: Path, subdirs: tuple[str, ...]) -> Path:
@@ -244,15 +387,14 @@ def extract_subdirs(archive: Path, dest: Path, subdirs: tuple[str, ...]) -> Path
     try:
         with tarfile.open(archive, "r:gz") as tar:
             first = tar.next()
-            if first is None:
+            top = (_parts(first.name) or ("",))[0] if first is not None else ""
+            if not top:
                 raise FetchError(f"{archive}: empty archive")
-            top = first.name.split("/", 1)[0]
             prefixes = tuple(f"{top}/{s.strip('/')}" for s in subdirs)
             members = _safe_members(tar, archive, prefixes)
             if not members:
                 raise FetchError(f"{archive}: no {subdirs[0]!r} folder in the archive")
-            kw = {"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}
-            tar.extractall(dest, members=members, **kw)
+            extract_members(tar, members, dest)
     except (tarfile.TarError, EOFError, OSError) as e:
         raise FetchError(f"{archive}: cannot extract: {e}") from None
     return dest / top
@@ -306,15 +448,14 @@ def sdist_project(sd: SdistBase, ws: Workspace, *, offline: bool = False, archiv
     path, record = project_paths(ws, sd)
     if path.is_file() and record.is_file():
         rec = read_json(record)
-        if not isinstance(rec, dict) or rec.get("sdist_sha256") != sd.sha256 or rec.get("subdir") != sd.subdir:
-            raise FetchError(
-                f"{record}: cut from another sdist (sha256 {rec.get('sdist_sha256') if isinstance(rec, dict) else '?'}), "
-                f"not the recipe's {sd.sha256}; delete {path.parent} to cut it again"
-            )
+        cut_from = rec.get("sdist_sha256") if isinstance(rec, dict) else "?"
+        if not isinstance(rec, dict) or cut_from != sd.sha256 or rec.get("subdir") != sd.subdir:
+            raise _mismatch(record, str(cut_from), sd, f"cut from another sdist; delete {path.parent} to cut it again")
         got = sha256_file(path)
         if got != rec.get("sha256"):
             raise FetchError(
-                f"{path}: sha256 {got} is not the {rec.get('sha256')} recorded when it was cut from the sdist; delete it to cut it again"
+                f"{path}: sha256 {got} is not the {rec.get('sha256')} recorded when it was cut from the sdist; "
+                "delete it to cut it again"
             )
         return path
     if archive is None:

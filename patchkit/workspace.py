@@ -1,6 +1,9 @@
 """The work folder: where patchkit keeps its cache, variant trees, builds and runs, and its locks.
 
 <work>/                      default ./.patchkit, or $PATCHKIT_WORK, or --work
+  workspace.json             the folder's absolute path when patchkit first wrote to it: git worktree
+                             links and CMake caches hold absolute paths, so a moved or copied work
+                             folder is refused (Workspace.at) instead of driving the original's trees
   cache/sdist/<file>         downloaded sdists (re-verified against the recipe's sha256 on every use)
   cache/sdist-project/       each sdist without .git and its vendored llama.cpp (+ .json record:
                              the sdist sha256 it was cut from, its own sha256): what `wheel` needs
@@ -9,23 +12,46 @@
   variants/<recipe>/<name>   one git worktree per variant (branch pk/<recipe>/<name>)
   builds/<recipe>/<config>/  tree/ (the one worktree that is rebuilt incrementally), build/ (CMake),
                              bin/<variant>/ (snapshots of finished builds, keyed; see build.py)
-  runs/<recipe>/<id>/        results bundles (env.json, raw/, results.json)
+  runs/<recipe>/<id>/        results bundles (env.json, raw/, results.json, .lock)
   locks/                     one lock file per folder being written
+
+Every name that becomes a path component here (recipe, variant, config, run id, label) goes through
+`safe_component`; `refuse_own_state` keeps an output file (-o) from overwriting what patchkit owns.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import fcntl
 import json
 import os
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchkit.errors import LockError
+from patchkit.errors import LockError, PatchkitError
+
+MARKER = "workspace.json"
+_SAFE = re.compile(r"[A-Za-z0-9_+=-][A-Za-z0-9_.+=-]*")
+
+
+SAFE_RULE = "letters, digits and _ . + = - only, not starting with '.'"
+
+
+def is_safe_component(value: object) -> bool:
+    """Whether `value` can be one path component: no separators, not '.' or '..', not hidden, no spaces."""
+    return isinstance(value, str) and bool(_SAFE.fullmatch(value)) and len(value) <= 200
+
+
+def safe_component(value: str, what: str) -> str:
+    """`value` if it can be one path component; otherwise a one-line error naming `what` (e.g.
+    "run id", "--label")."""
+    if not is_safe_component(value):
+        raise PatchkitError(f"{what}: {value!r} cannot be a folder name ({SAFE_RULE})")
+    return value
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,8 +60,49 @@ class Workspace:
 
     @classmethod
     def at(cls, path: str | os.PathLike | None = None) -> Workspace:
-        root = Path(path or os.environ.get("PATCHKIT_WORK") or ".patchkit").resolve()
-        return cls(root=root)
+        """The work folder at `path` (or $PATCHKIT_WORK, or ./.patchkit); refuses a file, and a
+        folder that was moved or copied from where patchkit made it."""
+        given = str(path or os.environ.get("PATCHKIT_WORK") or ".patchkit")
+        root = Path(given).resolve()
+        if root.exists() and not root.is_dir():
+            raise PatchkitError(f"work folder {given}: is a file, not a folder (--work / $PATCHKIT_WORK)")
+        ws = cls(root=root)
+        ws.check_home()
+        return ws
+
+    @property
+    def marker(self) -> Path:
+        return self.root / MARKER
+
+    def check_home(self) -> None:
+        """Refuse a work folder whose git worktrees and CMake caches point into another folder."""
+        if not self.root.is_dir():
+            return
+        made_at = ""
+        if self.marker.is_file():
+            try:
+                rec = read_json(self.marker)
+                made_at = str(rec.get("path", "")) if isinstance(rec, dict) else ""
+            except (OSError, ValueError):
+                made_at = ""
+            if not made_at:
+                raise PatchkitError(
+                    f"{self.marker}: not a patchkit work folder record; remove it if the folder is yours"
+                )
+        else:
+            made_at = _foreign_home(self.root)
+        if made_at and Path(made_at) != self.root:
+            raise PatchkitError(
+                f"work folder {self.root} was made at {made_at} and then moved or copied: its git worktrees and CMake "
+                f"builds still point there; move it back, or delete its variants/, builds/ and {MARKER} "
+                "to have them made anew here (cache/ and runs/ are kept)"
+            )
+
+    def claim(self) -> None:
+        """Record where this work folder is (once, when patchkit first writes to it)."""
+        if not self.marker.is_file():
+            now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+            write_json(self.marker, {"path": str(self.root), "created": now})
 
     @property
     def cache(self) -> Path:
@@ -46,43 +113,111 @@ class Workspace:
         return self.cache / "llama.cpp.git"
 
     def sdist(self, filename: str) -> Path:
-        return self.cache / "sdist" / filename
+        return self.cache / "sdist" / safe_component(filename, "sdist file name")
 
     def base_meta(self, key: str) -> Path:
-        return self.cache / "bases" / f"{key}.json"
+        return self.cache / "bases" / f"{safe_component(key, 'base key')}.json"
 
     def variants(self, recipe: str) -> Path:
-        return self.root / "variants" / recipe
+        return self.root / "variants" / safe_component(recipe, "recipe name")
 
     def builds(self, recipe: str, config: str) -> Path:
-        return self.root / "builds" / recipe / config
+        return self.root / "builds" / safe_component(recipe, "recipe name") / safe_component(config, "build config")
 
     def runs(self, recipe: str) -> Path:
-        return self.root / "runs" / recipe
+        return self.root / "runs" / safe_component(recipe, "recipe name")
 
     @contextmanager
     def lock(self, what: Path, *, wait: bool = False) -> Iterator[None]:
         """An exclusive lock on `what` (a folder), held while writing it; a second patchkit fails fast."""
+        self.check_home()
         locks = self.root / "locks"
         locks.mkdir(parents=True, exist_ok=True)
+        self.claim()
         name = re.sub(
             r"[^A-Za-z0-9_.-]+",
             "_",
             str(what.resolve().relative_to(self.root)) if what.is_relative_to(self.root) else str(what),
         )
         path = locks / f"{name}.lock"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd, holder = take_lock(path, wait=wait)
+        if fd is None:
+            raise LockError(f"{what}: in use by {holder} (lock {path})")
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-            except BlockingIOError:
-                holder = Path(path).read_text().strip() or "another process"
-                raise LockError(f"{what}: in use by {holder} (lock {path})") from None
-            os.ftruncate(fd, 0)
-            os.write(fd, f"patchkit pid {os.getpid()}".encode())
             yield
         finally:
             os.close(fd)
+
+
+def _foreign_home(root: Path) -> str:
+    """For a work folder without its record: the folder its worktree links or CMake caches were
+    made in, where that is not `root` (a copy made before records existed); else ''."""
+    for dotgit in [*root.glob("variants/*/*/.git"), *root.glob("builds/*/*/tree/.git")]:
+        if not dotgit.is_file():
+            continue
+        text = dotgit.read_text(encoding="utf-8", errors="replace").strip()
+        gitdir = Path(text.removeprefix("gitdir:").strip())
+        if gitdir.is_absolute() and not gitdir.is_relative_to(root):
+            return _home_from(gitdir, "cache")
+    for cache in root.glob("builds/*/*/build/CMakeCache.txt"):
+        for line in cache.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("CMAKE_CACHEFILE_DIR:INTERNAL="):
+                made = Path(line.split("=", 1)[1].strip())
+                if made != cache.parent.resolve():
+                    return _home_from(made, "builds")
+    return ""
+
+
+def _home_from(path: Path, top: str) -> str:
+    """The work folder holding `path` (the parent of its `top` component), or `path` itself."""
+    parts = path.parts
+    return str(Path(*parts[: parts.index(top)])) if top in parts[1:] else str(path)
+
+
+def take_lock(path: Path, *, wait: bool = False) -> tuple[int | None, str]:
+    """An exclusive flock on the file `path` (made if missing), our pid written in it: (fd, "") where
+    taken (closing fd releases it; it is released at exit too), (None, "pid N") where another holds it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BlockingIOError:
+        os.close(fd)
+        holder = path.read_text(encoding="utf-8", errors="replace").strip() or "another process"
+        return None, holder
+    os.ftruncate(fd, 0)
+    os.write(fd, f"patchkit pid {os.getpid()}".encode())
+    return fd, ""
+
+
+# what patchkit owns in a run folder and in a work folder: an output file never replaces these
+_RUN_OWNED = ("results.json", "env.json", ".lock")
+_WORK_OWNED = ("cache", "variants", "builds", "locks", MARKER)
+
+
+def refuse_own_state(path: str | os.PathLike, *, what: str = "-o", protect: Iterable[Path] = ()) -> None:
+    """Raise a one-line error if writing `path` would overwrite a file patchkit owns: a run folder's
+    results.json, env.json, lock or anything under its raw/; anything in a work folder's cache/,
+    variants/, builds/, locks/ or its record; or one of `protect` (e.g. the recipe and its patches).
+    Symbolic links are followed, so a link to such a file is refused too."""
+    target = Path(path).resolve()
+    for p in protect:
+        if target == Path(p).resolve():
+            raise PatchkitError(f"{what} {path}: would overwrite {p}, a file of the project; write elsewhere")
+    for folder in target.parents:
+        rel = target.relative_to(folder).parts
+        if (folder / "results.json").is_file() and (rel[0] in _RUN_OWNED or (rel[0] == "raw" and len(rel) > 1)):
+            raise PatchkitError(
+                f"{what} {path}: would overwrite {'/'.join(rel)} of the run folder {folder}; write elsewhere"
+            )
+        if _is_work_folder(folder) and rel[0] in _WORK_OWNED:
+            raise PatchkitError(
+                f"{what} {path}: would overwrite {'/'.join(rel)} in the work folder {folder}; write elsewhere"
+            )
+
+
+def _is_work_folder(folder: Path) -> bool:
+    return (folder / MARKER).is_file() or (folder / "cache" / "llama.cpp.git" / "HEAD").is_file()
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:

@@ -36,6 +36,10 @@ def _transitional(sub) -> None:  # TODO(lead): replaced by patchkit.cli.maintain
         p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
         cmd.add_arguments(p)
         p.set_defaults(command_object=cmd)
+    for cmd in importlib.import_module("patchkit.cli.maintain").COMMANDS:  # rebase, refresh, newest-base (maintain)
+        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        cmd.add_arguments(p)
+        p.set_defaults(command_object=cmd)
 
 
 def make_parser() -> argparse.ArgumentParser:

@@ -9,8 +9,7 @@ import json
 from pathlib import Path
 
 from patchkit import build as build_mod
-from patchkit import parse as parsers  # TODO(lead): patchkit.parsers
-from patchkit import pipeline, publish, replay, report, steps
+from patchkit import parsers, pipeline, publish, replay, report, steps
 from patchkit.cli.base import (
     Command,
     add_build,
@@ -88,9 +87,8 @@ def _check(ctx, base, states, opts) -> int:
     items = build_mod.check(ctx.recipe, base, ctx.ws, states, opts, logs=ctx.logs)
     bad = [i for i in items if not i.ok]
     for i in items:
-        print(
-            f"  {'ok  ' if i.ok else 'FAIL'} {i.variant:<12} sm_{i.arch:<4} {i.source}{'  ' + i.error if i.error else ''}"
-        )
+        err = f"  {i.error}" if i.error else ""
+        print(f"  {'ok  ' if i.ok else 'FAIL'} {i.variant:<12} sm_{i.arch:<4} {i.source}{err}")
     if bad:
         b = bad[0]
         raise BuildError(

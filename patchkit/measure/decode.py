@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from patchkit import model as model_mod
-from patchkit import parse, stats, upstreamdb
+from patchkit import parsers, stats, upstreamdb
 from patchkit.errors import RecipeError
 from patchkit.measure.kernel import upstream_db
 from patchkit.measure.tool import Bins, Built, run_parsed
@@ -77,7 +77,7 @@ def run_decode(
                     bundle,
                     f"decode-r{r}-{b.variant}",
                     [b.exe("llama-bench"), *args],
-                    parse.parse_llama_bench_json,
+                    parsers.parse_llama_bench_json,
                     errors,
                     f"{b.variant} round {r}",
                     logs,

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import hashlib
-import re
 import time
 from pathlib import Path
 
-from patchkit import parse, proc
+from patchkit import parsers, proc
 from patchkit.errors import ParseError
 from patchkit.measure.decode import decode_model
 from patchkit.measure.tool import Bins, Built, run_logged
@@ -28,9 +27,6 @@ def long_prompt(n_chars: int, seed_text: str) -> str:
         size += len(w) + 1
         i += 1
     return " ".join(out)[:n_chars]
-
-
-_PROMPT_TOKENS = re.compile(r"prompt eval time =\s+[\d.]+ ms /\s+(\d+) tokens")
 
 
 # llama.cpp's common tools (llama-completion, llama-perplexity) write through an asynchronous logger
@@ -65,7 +61,8 @@ def _run_whole(
             return done, why, log
     return (
         None,
-        f"{Path(str(argv[0])).name}'s output was cut short in {ATTEMPTS} runs (no {what}; llama.cpp's logger is not flushed at exit)",
+        f"{Path(str(argv[0])).name}'s output was cut short in {ATTEMPTS} runs "
+        f"(no {what}; llama.cpp's logger is not flushed at exit)",
         log,
     )
 
@@ -114,7 +111,7 @@ def _generate(
         bundle,
         f"gen-{tag}-{b.variant}",
         argv,
-        parse.completion_finished,
+        parsers.completion_finished,
         "closing common_perf_print lines",
         timeout=timeout,
         logs=logs,
@@ -122,11 +119,11 @@ def _generate(
     )
     if why or done is None:
         return None, why, bundle.rel(log), None
-    m = _PROMPT_TOKENS.search(log.read_text(errors="replace"))
+    ntok = parsers.prompt_tokens(log.read_text(errors="replace"))
     text = done.stdout.rstrip("\n")
     if not text.strip():
         return None, "llama-completion generated no text", bundle.rel(log), None
-    return text, "", bundle.rel(log), int(m.group(1)) if m else None
+    return text, "", bundle.rel(log), ntok
 
 
 def _first_diff(a: str, b: str) -> int | None:
@@ -134,25 +131,6 @@ def _first_diff(a: str, b: str) -> int | None:
         if x != y:
             return i
     return None if len(a) == len(b) else min(len(a), len(b))
-
-
-_KLD = {
-    "mean": re.compile(r"Mean\s+KLD:\s+([-\d.eE+]+)"),
-    "max": re.compile(r"Maximum KLD:\s+([-\d.eE+]+)"),
-    "p99": re.compile(r"99\.0%\s+KLD:\s+([-\d.eE+]+)"),
-    "same_top_p": re.compile(r"Same top p:\s+([-\d.eE+]+)"),
-}
-
-
-def parse_kld(text: str, source: str) -> dict[str, float]:
-    out = {}
-    for k, rx in _KLD.items():
-        m = rx.search(text)
-        if m:
-            out[k] = float(m.group(1))
-    if "mean" not in out:
-        raise ParseError(f"{source}: no 'Mean KLD:' line in llama-perplexity --kl-divergence output")
-    return out
 
 
 def run_numerics(
@@ -239,7 +217,7 @@ def run_numerics(
                 )
                 try:
                     kld[b.variant] = (
-                        {**parse_kld(done.stdout if done else "", str(log)), "log": bundle.rel(log)}
+                        {**parsers.parse_kld(done.stdout if done else "", str(log)), "log": bundle.rel(log)}
                         if not why2
                         else {"error": why2, "log": bundle.rel(log)}
                     )

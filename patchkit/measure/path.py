@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 
-from patchkit import parse, proc
+from patchkit import parsers, proc
 from patchkit.errors import ToolNotFound
 from patchkit.measure.tool import Bins, Built, run_parsed
 from patchkit.options import RunOptions
@@ -64,7 +64,7 @@ def run_kernel_path(
                 bundle,
                 f"ncu-case{i}-{b.variant}",
                 argv,
-                parse.parse_ncu_csv,
+                parsers.parse_ncu_csv,
                 errors,
                 f"{b.variant} case {i}",
                 logs,
@@ -74,7 +74,7 @@ def run_kernel_path(
                 continue
             per[b.variant] = [
                 {"name": k.name, "count": k.count, "total_ns": k.total_ns, "share": k.share}
-                for k in parse.summarize_kernels(launches)
+                for k in parsers.summarize_kernels(launches)
             ]
         out_cases.append({"params": p, "variants": per})
     status = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 
-from patchkit import parse, proc
+from patchkit import parsers, proc
 from patchkit.errors import ParseError, ToolNotFound
 from patchkit.measure.tool import Bins, Built, run_logged
 from patchkit.options import RunOptions
@@ -79,7 +79,7 @@ def _record_variant(per: dict, cases: dict, b: Bins, done, why: str, log, bundle
     """One variant's test run as its entry in the step's data (and its case results in `cases`)."""
     entry: dict = {"log": bundle.rel(log), "seconds": round(done.seconds, 1) if done else 0.0}
     try:
-        tr = parse.parse_test_console(done.stdout if done else "", str(log), partial=bool(why))
+        tr = parsers.parse_test_console(done.stdout if done else "", str(log), partial=bool(why))
     except ParseError as e:
         entry.update(status=Status.ERROR.value, reason=why or str(e), backends=[], n_ok=0, n_fail=0, n_not_supported=0)
         per[b.variant] = entry

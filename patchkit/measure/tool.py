@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchkit import proc
+from patchkit import parsers, proc
 from patchkit.errors import ParseError, ToolNotFound
 from patchkit.options import Context
 from patchkit.results import Bundle, Status, Step
@@ -93,27 +92,10 @@ def run_logged(
     return done, failure(done, timeout), log
 
 
-# the exit line; logs written before proc.run started it on a new line have it glued to output that
-# did not end with a newline
-_EXIT = re.compile(r"# exit: (\S+), ([\d.]+) s$")
-
-
 def completed_from_log(log: Path) -> proc.Completed:
     """A recorded tool run from its raw log: command line first, output, '# exit: N, S s' last."""
-    lines = log.read_text(encoding="utf-8", errors="replace").split("\n")
-    if not lines or not lines[0].startswith("$ "):
-        raise ParseError(f"{log}:1: not a patchkit raw log (expected '$ <command line>')")
-    body = lines[1:]
-    if body and body[0].startswith("# cwd: "):
-        body = body[1:]
-    while body and body[-1] == "":
-        body.pop()
-    m = _EXIT.search(body[-1]) if body else None
-    if m is None:
-        raise ParseError(f"{log}: truncated raw log: no '# exit:' line (the run was interrupted)")
-    rc = None if m.group(1) == "timeout" else int(m.group(1))
-    out = "\n".join(body[:-1]) + "\n" + body[-1][: m.start()]  # what was glued before the exit line, if anything
-    return proc.Completed(argv=[lines[0][2:]], returncode=rc, seconds=float(m.group(2)), log=log, stdout=out)
+    r = parsers.read_raw_log(log)
+    return proc.Completed(argv=[r.command], returncode=r.returncode, seconds=r.seconds, log=log, stdout=r.output)
 
 
 def run_parsed(

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import parse, upstreamdb, vcs
+from patchkit import parsers, upstreamdb, vcs
 from patchkit.upstreamdb import LLAMA_BENCH, TEST_BACKEND_OPS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,7 +82,7 @@ def _check_llama_bench(script, db, mapping, runs, cwd, n_tests):
 
 def test_llama_bench_h200_decode(script, tmp_path):
     runs = {
-        v: parse.parse_llama_bench_json(parse.read_log(H200 / f"decode-r1-{v}.log"), v)
+        v: parsers.parse_llama_bench_json(parsers.read_log(H200 / f"decode-r1-{v}.log"), v)
         for v in H200_PERF
         if "#" not in v
     }
@@ -96,8 +96,8 @@ def test_llama_bench_cpu_fixtures_from_a_git_checkout(script, tmp_path):
     """Two real CPU runs of the same tests; the script run from inside a git repository (patchkit's
     checkout), where it also looks labels up as branch and tag names."""
     runs = {
-        "base": parse.parse_llama_bench_json((FIX / "bench_tiny.json").read_text(), "bench_tiny.json"),
-        "+0001": parse.parse_llama_bench_json((FIX / "bench_tiny_pair.json").read_text(), "bench_tiny_pair.json"),
+        "base": parsers.parse_llama_bench_json((FIX / "bench_tiny.json").read_text(), "bench_tiny.json"),
+        "+0001": parsers.parse_llama_bench_json((FIX / "bench_tiny_pair.json").read_text(), "bench_tiny_pair.json"),
     }
     db = tmp_path / upstreamdb.LLAMA_BENCH_DB
     mapping = upstreamdb.write_llama_bench_db(db, runs)
@@ -125,7 +125,7 @@ def _check_test_backend_ops(script, db, mapping, runs, cwd, n_cases):
 
 def test_test_backend_ops_h200_kernel_bench(script, tmp_path):
     runs = [
-        (v, parse.parse_perf_sql(parse.read_log(H200 / f"perf-r{r}-{f}.log"), f))
+        (v, parsers.parse_perf_sql(parsers.read_log(H200 / f"perf-r{r}-{f}.log"), f))
         for r in (1, 2, 3)
         for v, f in H200_PERF.items()
     ]
@@ -137,7 +137,7 @@ def test_test_backend_ops_h200_kernel_bench(script, tmp_path):
 
 def test_test_backend_ops_cpu_fixture_against_itself(script, tmp_path):
     """The same real records as base and as its A/A copy: every speedup is exactly 1.00."""
-    recs = parse.parse_perf_sql((FIX / "perf_fa_cpu.sql.txt").read_text(), "perf_fa_cpu.sql.txt")
+    recs = parsers.parse_perf_sql((FIX / "perf_fa_cpu.sql.txt").read_text(), "perf_fa_cpu.sql.txt")
     runs = [("base", recs), ("base#2", recs)]
     db = tmp_path / upstreamdb.TEST_BACKEND_OPS_DB
     mapping = upstreamdb.write_test_backend_ops_db(db, runs)

@@ -12,7 +12,8 @@ from pathlib import Path
 import git
 import pytest
 
-from patchkit import maintain, source
+from patchkit import source
+from patchkit.maintain import bases, trial
 from patchkit.recipe import load_recipe, parse_recipe
 from patchkit.workspace import Workspace
 
@@ -132,15 +133,15 @@ def rebase_json(work: Workspace, recipe: str, commit: str) -> dict:
 def test_the_two_sdists_vendor_different_llama_cpp_commits(base, base35, work):
     assert base.commit == V36 and base35.commit == V35
     assert base35.upstream_verified  # the sdist's .git/modules HEAD, and its files are exactly that commit's tree
-    assert maintain.sdist_vendored_commit(work.sdist("llama_cpp_python-0.3.35.tar.gz"), "vendor/llama.cpp") == V35
-    assert maintain.sdist_vendored_commit(work.sdist("llama_cpp_python-0.3.36.tar.gz"), "vendor/llama.cpp") == V36
+    assert bases.sdist_vendored_commit(work.sdist("llama_cpp_python-0.3.35.tar.gz"), "vendor/llama.cpp") == V35
+    assert bases.sdist_vendored_commit(work.sdist("llama_cpp_python-0.3.36.tar.gz"), "vendor/llama.cpp") == V36
     repo = source.open_cache_repo(work)
     assert repo.git.diff("--name-only", V35, V36, "--", FATTN) == FATTN
 
 
 def test_sha256_from_pypi_index():
     sd = parse_recipe(BASE35_TOML, Path("b35.toml")).base.sdist
-    sha, url = maintain.pypi_sdist_sha256(sd)
+    sha, url = bases.pypi_sdist_sha256(sd)
     assert sha == SHA35
     assert url == "https://pypi.org/simple/llama-cpp-python/"
 
@@ -311,8 +312,8 @@ file = "this is prose, not a table"
     # the user's patches are untouched; the new one is the commit made on 0.3.36, re-exported
     assert (proj / "patches" / "0002-acc.patch").read_text() == p2
     new_patch = proj / f"patches-{short}" / "0002-acc.patch"
-    assert new_patch.read_bytes() == maintain.export_patch(
-        maintain.trial_tree(work, parse_recipe(recipe, proj / "recipes" / "toy.toml")), data["patches"][1]["commit"]
+    assert new_patch.read_bytes() == trial.export_patch(
+        trial.trial_tree(work, parse_recipe(recipe, proj / "recipes" / "toy.toml")), data["patches"][1]["commit"]
     )
     text = new_patch.read_text()
     assert (
@@ -320,7 +321,7 @@ file = "this is prose, not a table"
         and "Subject: [PATCH] toy: acc comment" in text
     )
     # and it applies to the new base
-    tree = maintain.trial_tree(work, parse_recipe(recipe, proj / "recipes" / "toy.toml"))
+    tree = trial.trial_tree(work, parse_recipe(recipe, proj / "recipes" / "toy.toml"))
     wt = git.Repo(tree)
     wt.git.reset("--hard", V36)
     wt.git.apply("--check", str(new_patch))

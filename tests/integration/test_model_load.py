@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import parse
+from patchkit import parsers
 from patchkit.measure import numerics as run_mod
 from patchkit.model import SyntheticModelSpec, describe, write_synthetic_gguf
 
@@ -59,7 +59,7 @@ def run_whole(argv: list) -> subprocess.CompletedProcess:
     lost), so a run without its closing common_perf_print lines is run again, up to run.ATTEMPTS."""
     for _ in range(run_mod.ATTEMPTS):
         r = run(argv)
-        if parse.completion_finished(r.stderr):
+        if parsers.completion_finished(r.stderr):
             return r
     raise AssertionError(
         f"{argv[0]}: output cut short in {run_mod.ATTEMPTS} runs\n--- stderr tail:\n{r.stderr[-3000:]}"

@@ -23,8 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import series, source, wheel, wheel_check
+from patchkit import series, source
 from patchkit.errors import BuildError, FetchError
+from patchkit.wheel import check, info
 from patchkit.workspace import Workspace
 
 from .conftest import ROOT, copy_cache
@@ -43,11 +44,11 @@ def _wheel_path(stdout: str) -> Path:
 
 
 def test_version_label_is_pep440_local():
-    assert wheel.wheel_version("0.3.36", UPSTREAM, ["0001", "0002"], "cpu") == "0.3.36+pk.0c1e5709.p0001.p0002.cpu"
-    assert wheel.wheel_version("0.3.36", UPSTREAM, [], "cuda-89_90") == "0.3.36+pk.0c1e5709.cuda.89.90"
-    assert wheel.local_version(UPSTREAM, ["Perf_Cases-2"], "cuda-native") == "pk.0c1e5709.pperfcases2.cuda.native"
+    assert info.wheel_version("0.3.36", UPSTREAM, ["0001", "0002"], "cpu") == "0.3.36+pk.0c1e5709.p0001.p0002.cpu"
+    assert info.wheel_version("0.3.36", UPSTREAM, [], "cuda-89_90") == "0.3.36+pk.0c1e5709.cuda.89.90"
+    assert info.local_version(UPSTREAM, ["Perf_Cases-2"], "cuda-native") == "pk.0c1e5709.pperfcases2.cuda.native"
     with pytest.raises(BuildError):
-        wheel.wheel_version("0.3.36+local", UPSTREAM, [], "cpu")
+        info.wheel_version("0.3.36+local", UPSTREAM, [], "cpu")
 
 
 def test_sdist_is_extracted_without_its_vendored_tree():
@@ -98,20 +99,21 @@ def test_project_archive_alone_serves_offline_and_is_checked(work, base, default
     assert source.sdist_project(sd, ws, offline=True) == dst  # no sdist in this work folder
     assert not ws.sdist(source.sdist_filename(sd)).exists()
 
+    recorded = json.loads(record.read_text())["sha256"]
     with open(dst, "ab") as f:
         f.write(b"x")
     with pytest.raises(
         FetchError,
-        match=rf"{re.escape(str(dst))}: sha256 [0-9a-f]{{64}} is not the {json.loads(record.read_text())['sha256']} recorded",
+        match=rf"{re.escape(str(dst))}: sha256 [0-9a-f]{{64}} is not the {recorded} recorded",
     ):
         source.sdist_project(sd, ws, offline=True)
     shutil.copy(path, dst)
     other = dataclasses.replace(sd, sha256="0" * 64)
-    with pytest.raises(
-        FetchError,
-        match=rf"{re.escape(str(dst_rec))}: cut from another sdist \(sha256 {sd.sha256}\), not the recipe's 0{{64}}",
-    ):
+    with pytest.raises(FetchError) as e:
         source.sdist_project(other, ws, offline=True)
+    msg = str(e.value)  # one line: the record, the sdist it was cut from, the recipe's
+    assert msg.startswith(f"{dst_rec}: ") and "\n" not in msg, msg
+    assert "cut from another sdist" in msg and sd.sha256 in msg and "0" * 64 in msg, msg
 
 
 def test_wheel_check_environment_sees_a_parent_virtualenv(tmp_path):
@@ -120,9 +122,10 @@ def test_wheel_check_environment_sees_a_parent_virtualenv(tmp_path):
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(parent)], check=True)
     code = (
         "import subprocess, sys, site, pathlib\n"
-        "from patchkit.wheel_check import see_parent_packages\n"
+        "from patchkit.wheel.check import see_parent_packages\n"
         "child = pathlib.Path(sys.argv[1])\n"
-        "subprocess.run([sys.executable, '-m', 'venv', '--without-pip', '--system-site-packages', str(child)], check=True)\n"
+        "subprocess.run([sys.executable, '-m', 'venv', '--without-pip', '--system-site-packages', str(child)],\n"
+        "               check=True)\n"
         "see_parent_packages(child / 'bin' / 'python')\n"
         "print(site.getsitepackages()[0])\n"
     )
@@ -141,6 +144,113 @@ def test_wheel_check_environment_sees_a_parent_virtualenv(tmp_path):
     assert parent_site in path
     own = [p for p in path if p.startswith(str(tmp_path / "child")) and p.endswith("site-packages")]
     assert own and path.index(own[0]) < path.index(parent_site)
+
+
+# A stand-in llama_cpp with the API the generation uses, whose start-up leaves stdout on /dev/null (what
+# llama-cpp-python's suppress_stdout_stderr leaves behind when it is not undone): the generation runs,
+# exits 0 and its result line goes nowhere.
+SILENT_LLAMA_CPP = """\
+import os
+
+__version__ = "0.0.1+pk.test.cpu"
+GGML_TYPE_Q4_0 = 2
+os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+
+
+def llama_supports_gpu_offload():
+    return False
+
+
+class _Params:
+    flash_attn_type = 1
+    type_k = type_v = GGML_TYPE_Q4_0
+
+
+class Llama:
+    def __init__(self, model_path, **kw):
+        self.context_params = _Params()
+
+    def tokenize(self, text):
+        return list(text)
+
+    def generate(self, prompt, temp=0.0):
+        while True:
+            yield 1
+
+    def detokenize(self, tokens):
+        return bytes(tokens)
+"""
+
+
+def _wheel_file(folder: Path, files: dict[str, str], version: str = "0.0.1+pk.test.cpu") -> Path:
+    """A real, installable wheel of `llama_cpp_python` holding `files` (plus its dist-info)."""
+    dist = f"llama_cpp_python-{version}"
+    meta = {
+        f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: llama_cpp_python\nVersion: {version}\n",
+        f"{dist}.dist-info/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: patchkit-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
+    }
+    entries = {**files, **meta}
+    record = "".join(f"{name},,\n" for name in entries) + f"{dist}.dist-info/RECORD,,\n"
+    whl = folder / f"{dist}-py3-none-any.whl"
+    folder.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(whl, "w") as z:
+        for name, text in {**entries, f"{dist}.dist-info/RECORD": record}.items():
+            z.writestr(name, text)
+    return whl
+
+
+def _one_line_error(r: subprocess.CompletedProcess) -> str:
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
+    err = r.stderr.strip().splitlines()
+    assert err and err[-1].startswith("patchkit: error: "), r.stderr
+    assert not [ln for ln in err if ln.startswith("patchkit:")][:-1], r.stderr  # one error line, the last
+    return err[-1]
+
+
+def test_wheel_check_refuses_a_wheel_patchkit_did_not_make(cli, tmp_path):
+    whl = _wheel_file(tmp_path / "dist", {"llama_cpp/__init__.py": '__version__ = "0.0.1+pk.test.cpu"\n'})
+    r = cli("wheel-check", str(whl), "--work", str(tmp_path / "w"), check=False)
+    msg = _one_line_error(r)
+    assert msg == f"patchkit: error: {whl}: no llama_cpp/patchkit.json inside: not a wheel made by `patchkit wheel`"
+
+
+def test_wheel_check_generation_without_result_line_is_one_error(cli, tmp_path):
+    """A wheel that installs and runs but whose generation prints no result line: one line naming the
+    log and the cause, exit 2 (once a TypeError traceback: CommandError built with one argument)."""
+    version = "0.0.1+pk.test.cpu"
+    pk = {"wheel_key": "0" * 64, "version": version, "backend": "cpu", "variant": "+test", "config": "cpu"}
+    whl = _wheel_file(
+        tmp_path / "dist",
+        {"llama_cpp/__init__.py": SILENT_LLAMA_CPP, "llama_cpp/patchkit.json": json.dumps(pk)},
+        version,
+    )
+    model = tmp_path / "not-read.gguf"
+    model.write_bytes(b"GGUF")  # the stand-in never reads it
+    work = tmp_path / "w"
+    r = cli(
+        "wheel-check",
+        str(whl),
+        "--work",
+        str(work),
+        "--model",
+        str(model),
+        "--find-links",
+        str(whl.parent),
+        check=False,
+    )
+    log = work / "logs" / "wheel-check" / f"{whl.stem}.log"
+    msg = _one_line_error(r)
+    assert msg == f"patchkit: error: {log}: the generation exited 0 but printed nothing on stdout: no result line"
+    assert log.read_text().rstrip().splitlines()[-1].startswith("# exit: 0,")  # it ran, to the end
+    pip_log = (work / "logs" / "wheel-check" / f"{whl.stem}-pip.log").read_text()
+    assert (
+        f"Successfully installed llama_cpp_python-{version}" in pip_log
+        or "Successfully installed llama-cpp-python" in pip_log
+    )
+    assert not (log.with_suffix(".json")).exists()  # no result written
 
 
 def test_cpu_wheel_installs_and_generates(work, cli, default_recipe, tmp_path):
@@ -180,23 +290,23 @@ def test_cpu_wheel_installs_and_generates(work, cli, default_recipe, tmp_path):
         "file"
     ]
     assert got["version"] == "0.3.36+pk.0c1e5709.p0001.p0002.cpu"
-    assert len(got["tokens"]) == N_GEN and all(0 <= t < wheel_check.SMOKE_MODEL["n_vocab"] for t in got["tokens"])
+    assert len(got["tokens"]) == N_GEN and all(0 <= t < check.SMOKE_MODEL["n_vocab"] for t in got["tokens"])
     assert got["flash_attn"] == 1 and got["type_k"] == got["type_v"] == 2  # enabled, GGML_TYPE_Q4_0
     assert got["gpu_layers"] == 0 and got["devices"] == []  # a CPU wheel: no CUDA device in llama.cpp's log
     assert Path(got["log"]).is_file() and "llama_model_loader" in Path(got["log"]).read_text()
 
-    info = wheel.read_wheel_info(whl)
-    assert info["wheel_key"] == got["wheel_key"]
+    wi = info.read_wheel_info(whl)
+    assert wi["wheel_key"] == got["wheel_key"]
     state = json.loads(
         series.state_path(work, default_recipe, series.plan_variants(default_recipe, only=(VARIANT,))[0]).read_text()
     )
-    assert info["variant"] == VARIANT and info["recipe"] == default_recipe.name
-    assert info["base"]["commit"] == UPSTREAM and info["head"] == state["head"]
-    assert info["variant_key"] == state["key"]
-    assert [p["id"] for p in info["patches"]] == ["perf-cases", "0001", "0002"]
-    for p in info["patches"]:
+    assert wi["variant"] == VARIANT and wi["recipe"] == default_recipe.name
+    assert wi["base"]["commit"] == UPSTREAM and wi["head"] == state["head"]
+    assert wi["variant_key"] == state["key"]
+    assert [p["id"] for p in wi["patches"]] == ["perf-cases", "0001", "0002"]
+    for p in wi["patches"]:
         assert p["sha256"] == series.patch_sha256(ROOT / p["file"]), p
-    assert "-DLLAVA_BUILD=OFF" in info["cmake_args"] and "-DGGML_CUDA=OFF" in info["cmake_args"]
+    assert "-DLLAVA_BUILD=OFF" in wi["cmake_args"] and "-DGGML_CUDA=OFF" in wi["cmake_args"]
 
 
 def test_refuses_a_variant_that_was_not_built(work, cli, tmp_path):

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import parse, report
+from patchkit import parsers, report
 from patchkit.recipe import load_recipe
-from patchkit.results import Bundle
 from patchkit.replay import reparse_step
+from patchkit.results import Bundle
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "examples" / "h200"
@@ -22,7 +22,7 @@ def test_test_console_with_interleaved_logs():
     text = (RAW / "test-flash_attn-base.log").read_text()
     # the raw log really has a ggml log line inside a case line
     assert "): ggml_backend_cuda_graph_compute: CUDA graph warmup" in text
-    run = parse.parse_test_console(text, "h200")
+    run = parsers.parse_test_console(text, "h200")
     cuda = run.backend("CUDA0")
     assert cuda.status == "ok" and (cuda.tests_passed, cuda.tests_total) == (3982, 3982)
     assert cuda.n_not_supported == 1326 and cuda.n_fail == 0
@@ -36,7 +36,7 @@ def test_test_console_with_interleaved_logs():
 def test_perf_sql_with_a_log_line_inside_an_insert():
     text = (RAW / "perf-r1-base.log").read_text()
     assert "VALUESggml_backend_cuda_graph_compute" in text
-    recs = parse.parse_perf_sql(text, "h200")
+    recs = parsers.parse_perf_sql(text, "h200")
     assert len(recs) == 13
     q4_122k = next(r for r in recs if "kv=122880,nb=1," in r.op_params and "type_K=q4_0" in r.op_params)
     assert q4_122k.time_us == pytest.approx(789.132353)
@@ -45,8 +45,8 @@ def test_perf_sql_with_a_log_line_inside_an_insert():
 
 def test_ncu_kernel_names_show_the_path_change():
     def kernels(name):
-        launches = parse.parse_ncu_csv((RAW / name).read_text(), name)
-        return [k.name for k in parse.summarize_kernels(launches)]
+        launches = parsers.parse_ncu_csv((RAW / name).read_text(), name)
+        return [k.name for k in parsers.summarize_kernels(launches)]
 
     base = kernels("ncu-case0-base.log")
     patched = kernels("ncu-case0-+0001.log")
@@ -57,7 +57,7 @@ def test_ncu_kernel_names_show_the_path_change():
 
 
 def test_llama_bench_json_from_the_h200():
-    recs = parse.parse_llama_bench_json((RAW / "decode-r1-base.log").read_text(), "h200")
+    recs = parsers.parse_llama_bench_json((RAW / "decode-r1-base.log").read_text(), "h200")
     assert [r.n_depth for r in recs] == [0, 32768, 122880]
     assert all(len(r.samples_ts) == 3 and r.type_k == "q4_0" and r.n_gen == 32 for r in recs)
 

@@ -1,16 +1,20 @@
-"""patchkit.maintain on small things: base arguments, the recipe rewrite, hunk splitting, and the
-per-patch trial on a tiny real git repo (clean, 3way, upstream, conflict)."""
+"""patchkit.maintain on small things: base arguments, the recipe rewrite (tomlkit), hunk splitting, and
+the per-patch trial on a tiny real git repo (clean, 3way, upstream, conflict)."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from patchkit import maintain, series, source
+from patchkit import source, vcs
+from patchkit.cli import maintain as cli_maintain
 from patchkit.errors import RecipeError
+from patchkit.maintain import bases, rebase, recipe_edit, trial
+from patchkit.parsers.patch import parse_hunks, split_hunks
 from patchkit.recipe import Base, GitBase, Patch, SdistBase, parse_recipe
 from patchkit.workspace import Workspace
 
@@ -24,20 +28,20 @@ SHA_B = "b" * 40
 
 
 def test_parse_onto():
-    assert maintain.parse_onto("sdist:0.3.35") == maintain.Onto(kind="sdist", version="0.3.35", text="sdist:0.3.35")
-    o = maintain.parse_onto("sdist:0.3.35:" + "AB" * 32)
+    assert bases.parse_onto("sdist:0.3.35") == bases.Onto(kind="sdist", version="0.3.35", text="sdist:0.3.35")
+    o = bases.parse_onto("sdist:0.3.35:" + "AB" * 32)
     assert o.sha256 == "ab" * 32 and o.version == "0.3.35"
-    assert maintain.parse_onto(SHA_A.upper()).commit == SHA_A
+    assert bases.parse_onto(SHA_A.upper()).commit == SHA_A
     for bad in ("0c1e570", "master", "sdist:", "sdist:0.3.35:123", "v1.0"):
         with pytest.raises(RecipeError):
-            maintain.parse_onto(bad)
+            bases.parse_onto(bad)
 
 
 def test_new_patch_path():
-    assert maintain.new_patch_path("patches/0001-x.patch", "abc") == "patches-abc/0001-x.patch"
-    assert maintain.new_patch_path("patches/local/0001-y.patch", "abc") == "patches-abc/local/0001-y.patch"
-    assert maintain.new_patch_path("patches-old/0001-x.patch", "abc") == "patches-abc/0001-x.patch"
-    assert maintain.new_patch_path("series/0001-x.patch", "abc") == "patches-abc/series/0001-x.patch"
+    assert rebase.new_patch_path("patches/0001-x.patch", "abc") == "patches-abc/0001-x.patch"
+    assert rebase.new_patch_path("patches/local/0001-y.patch", "abc") == "patches-abc/local/0001-y.patch"
+    assert rebase.new_patch_path("patches-old/0001-x.patch", "abc") == "patches-abc/0001-x.patch"
+    assert rebase.new_patch_path("series/0001-x.patch", "abc") == "patches-abc/series/0001-x.patch"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -71,7 +75,7 @@ def test_rewrite_recipe_onto_another_sdist_keeps_prose_and_comments():
         )
     }
     prov = {"sha256_from": "index", "index_url": "https://pypi.org/simple/llama-cpp-python/"}
-    out = maintain.rewrite_recipe(
+    out = recipe_edit.rewrite_recipe(
         text, name="seed-fattn-bbbbbbbbbbbb", base=base, files=files, dropped={}, note="Rebased for a test.", prov=prov
     )
     r = parse_recipe(out, Path("recipes/x.toml"), root=ROOT)
@@ -90,7 +94,7 @@ def test_rewrite_recipe_onto_another_sdist_keeps_prose_and_comments():
     sha_line = next(i for i, ln in enumerate(lines) if ln.startswith("sha256 = "))
     assert "JSON simple API" in lines[sha_line - 1] and "pypi.org/simple/llama-cpp-python" in lines[sha_line - 1]
     # a second rewrite of the rewritten recipe does not pile up provenance comments
-    again = maintain.rewrite_recipe(
+    again = recipe_edit.rewrite_recipe(
         out, name="seed-fattn-bbbbbbbbbbbb", base=base, files={}, dropped={}, note="x", prov=prov
     )
     assert again.count("JSON simple API") == 1
@@ -108,7 +112,7 @@ def test_rewrite_recipe_onto_a_git_commit_drops_the_sdist_and_upstream_patches()
         "patches/0002-cuda-fattn-mma-hs256-8col-nbatch-fa-32.patch": "patches-b/0002.patch",
         "patches/local/0001-tests-fattn-perf-cases-seed-shapes.patch": "patches-b/local/0001.patch",
     }
-    out = maintain.rewrite_recipe(text, name="n", base=base, files=files, dropped=dropped, note="n", prov={})
+    out = recipe_edit.rewrite_recipe(text, name="n", base=base, files=files, dropped=dropped, note="n", prov={})
     r = parse_recipe(out, Path("recipes/n.toml"), root=ROOT)
     assert (
         r.base.route == "git"
@@ -151,7 +155,7 @@ file = "patches/0001-a.patch"
 notes = ['a # not a comment', "b"]
 '''.replace("SHA_A", SHA_A)
     base = Base(source="git", upstream="o/r@" + SHA_B, git=GitBase(url="u", commit=SHA_B))
-    out = maintain.rewrite_recipe(
+    out = recipe_edit.rewrite_recipe(
         text,
         name="t2",
         base=base,
@@ -165,6 +169,61 @@ notes = ['a # not a comment', "b"]
     assert 'file = "patches-z/0001-a.patch"' in out
     assert "depends-on" not in out  # its only dependency was dropped
     assert out.endswith('"""\nnotes = [\'a # not a comment\', "b"]\n')
+
+
+def test_rewrite_recipe_without_a_recipe_table_and_its_last_table_commented_out():
+    text = f"""# opening comment
+
+[base]
+source = "git"
+upstream = "o/r@{SHA_A}"
+
+[base.git]
+url = "u"
+commit = "{SHA_A}"
+
+[[series]]
+file = "patches/0001-a.patch"
+"""
+    sd = SdistBase(name="llama-cpp-python", version="0.3.35", sha256="c" * 64)
+    base = Base(source="sdist", upstream=f"o/r@{SHA_B}", sdist=sd)
+    out = recipe_edit.rewrite_recipe(
+        text, name="r2", base=base, files={}, dropped={"patches/0001-a.patch": "0001"}, note="n", prov={}
+    )
+    # the [recipe] table goes before the first table, after the file's opening comments
+    assert out.startswith('# n\n# opening comment\n\n[recipe]\nname = "r2"\n\n[base]\nsource = "sdist"\n')
+    r = parse_recipe(out, Path("recipes/r2.toml"), root=ROOT)
+    assert r.name == "r2" and r.base.route == "sdist" and r.base.git is None and r.series == ()
+    assert r.base.sdist.version == "0.3.35" and r.base.sdist.subdir == "vendor/llama.cpp"
+    # the new sdist table goes after [base]; the old git table and the dropped patch (the file's last
+    # table) are comments, in their places
+    assert out.index("\n[base.sdist]\nname = ") < out.index('# commit = "' + SHA_A) < out.index("# [[series]]")
+    assert out.endswith('# [[series]]\n# file = "patches/0001-a.patch"\n')
+
+
+def test_add_series_after_the_last_pr_patch_keeps_every_other_line():
+    text = _default_text().replace(
+        '[[series]]\nfile = "patches/local', '# the local test patch\n[[series]]\nfile = "patches/local'
+    )
+    new = [Patch(file="patches/0003-x.patch", id="0003"), Patch(file="patches/0004-y.patch", id="0004")]
+    out = recipe_edit.add_series(text, new, after=1)
+    block = "".join(f'\n[[series]]\nfile = "{p.file}"\nid = "{p.id}"\n' for p in new)
+    at = text.index('depends-on = ["0001"]\n') + len('depends-on = ["0001"]\n')
+    assert out == text[:at] + block + text[at:]  # the comment before the local patch stays before it
+    r = parse_recipe(out, Path("recipes/default.toml"), root=ROOT)
+    assert [p.key for p in r.series] == ["0001", "0002", "0003", "0004", "perf-cases"]
+
+
+def test_commands_parse_their_options():
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command")
+    for cmd in cli_maintain.COMMANDS:
+        cmd.add_arguments(sub.add_parser(cmd.name))
+    a = parser.parse_args(["rebase", "--onto", "sdist:0.3.35", "--test", "--test", "flash_attn", "-D", "X=1"])
+    assert a.onto == "sdist:0.3.35" and a.test == ["all", "flash_attn"] and a.cmake_option == ["X=1"]
+    a = parser.parse_args(["newest-base", "--candidates", SHA_A, SHA_B, "--build"])
+    assert a.candidates == [SHA_A, SHA_B] and a.build
+    assert parser.parse_args(["refresh", "--variant", "+0001"]).variant == "+0001"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -204,9 +263,9 @@ index 0000000..3333333
 
 
 def test_split_hunks_gives_standalone_patches():
-    parts = maintain.split_hunks(PATCH_2FILES)
+    parts = split_hunks(PATCH_2FILES)
     assert [(h.file, h.index) for h, _ in parts] == [("a.txt", 1), ("a.txt", 2), ("b.txt", 1)]
-    assert [h for h, _ in parts] == series.parse_hunks(PATCH_2FILES)
+    assert [h for h, _ in parts] == parse_hunks(PATCH_2FILES)
     first, second, third = (body for _, body in parts)
     assert first.startswith("diff --git a/a.txt b/a.txt\n") and "+TWO\n" in first and "ten and a half" not in first
     assert second.count("@@") == 2 and second.endswith(" eleven\n")
@@ -226,7 +285,7 @@ def _run(cwd: Path, *args: str, input: bytes | None = None) -> str:
         "GIT_COMMITTER_EMAIL": "t@t",
         "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+0000",
         "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+0000",
-        **maintain.NEUTRAL_GIT_ENV,
+        **vcs.NEUTRAL_ENV,
     }
     return (
         subprocess.run(["git", *args], cwd=cwd, env=env, input=input, capture_output=True, check=True)
@@ -265,7 +324,7 @@ def tiny(tmp_path):
         p.parent.mkdir(exist_ok=True)
         p.write_bytes(
             subprocess.run(
-                ["git", "format-patch", *maintain.FORMAT_PATCH_OPTS, "--stdout", "-1", "HEAD"],
+                ["git", "format-patch", *trial.FORMAT_PATCH_OPTS, "--stdout", "-1", "HEAD"],
                 cwd=src,
                 capture_output=True,
                 check=True,
@@ -289,27 +348,27 @@ def _items(patches: dict[str, Path]) -> list[tuple[Patch, Path]]:
 def test_trial_classifies_every_patch_and_goes_on_after_a_conflict(tiny):
     ws, _, b, patches = tiny
     tree = ws.root / "rebase" / "trees" / "toy"
-    trial = maintain.try_series(ws, tree, b, _items(patches))
-    st = {r.id: r for r in trial.results}
-    assert [r.status for r in trial.results] == ["conflict", "3way", "upstream", "clean"]
+    res = trial.try_series(ws, tree, b, _items(patches))
+    st = {r.id: r for r in res.results}
+    assert [r.status for r in res.results] == ["conflict", "3way", "upstream", "clean"]
     assert st["0001"].hunks == [{"file": "f.txt", "index": 1, "header": "@@ -7,7 +7,7 @@ line 6"}]
     assert st["0001"].files == ["f.txt"] and st["0001"].merge_conflicts == ["f.txt"]
     assert "f.txt" in st["0001"].detail and not st["0001"].commit
     assert st["0003"].commit == "" and "already" in st["0003"].detail
     # the commits: 0002 on B, 0004 on top of it; the merged file has both sides
-    assert trial.commits == [st["0002"].commit, st["0004"].commit]
+    assert res.commits == [st["0002"].commit, st["0004"].commit]
     assert _run(tree, "rev-parse", f"{st['0002'].commit}^") == b
     assert _run(tree, "rev-parse", f"{st['0004'].commit}^") == st["0002"].commit
     merged = _run(tree, "show", f"{st['0002'].commit}:f.txt")
     assert "line 10 theirs" in merged and "line 12 ours" in merged
-    assert trial.summary() == {"clean": 1, "3way": 1, "upstream": 1, "conflict": 1}
+    assert res.summary() == {"clean": 1, "3way": 1, "upstream": 1, "conflict": 1}
     # deterministic: the same trial makes the same commits
-    again = maintain.try_series(ws, tree, b, _items(patches))
-    assert again.commits == trial.commits
+    again = trial.try_series(ws, tree, b, _items(patches))
+    assert again.commits == res.commits
     # re-exported, the clean patch is byte for byte the file it came from
-    assert maintain.export_patch(tree, st["0004"].commit) == patches["0004-clean"].read_bytes()
+    assert trial.export_patch(tree, st["0004"].commit) == patches["0004-clean"].read_bytes()
     # the table names the hunk
-    table = maintain.render_table("t", trial)
+    table = trial.render_table("t", res)
     assert (
         "f.txt hunk #1 (@@ -7,7 +7,7 @@ line 6)" in table
         and "summary: 1 clean, 1 3way, 1 upstream, 1 conflict" in table
@@ -319,11 +378,11 @@ def test_trial_classifies_every_patch_and_goes_on_after_a_conflict(tiny):
 def test_range_diff_of_old_and_new_series(tiny):
     ws, a, b, patches = tiny
     tree = ws.root / "rebase" / "trees" / "toy"
-    old = maintain.try_series(ws, tree, a, _items(patches))
+    old = trial.try_series(ws, tree, a, _items(patches))
     assert [r.status for r in old.results] == ["clean", "3way", "clean", "clean"]  # 0002's context includes 0001's line
-    new = maintain.try_series(ws, tree, b, _items(patches))
-    rd = maintain.range_diff(a, old.commits, b, new.commits, ws=ws)
+    new = trial.try_series(ws, tree, b, _items(patches))
+    rd = trial.range_diff(a, old.commits, b, new.commits, ws=ws)
     lines = rd.splitlines()
     assert len([ln for ln in lines if " < " in ln.split("toy")[0]]) == 2  # 0001 and 0003 did not come along
     assert any("toy 0004-clean" in ln and " = " in ln for ln in lines)
-    assert maintain.range_diff(a, [], b, [], ws=ws) == ""
+    assert trial.range_diff(a, [], b, [], ws=ws) == ""

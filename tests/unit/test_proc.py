@@ -8,7 +8,7 @@ import pytest
 
 from patchkit import proc
 from patchkit.errors import CommandError
-from patchkit.run import completed_from_log
+from patchkit.measure.tool import completed_from_log
 
 PY = sys.executable
 

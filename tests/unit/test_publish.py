@@ -133,8 +133,8 @@ def test_422_is_one_line_with_status_and_github_message(gh, capsys):
         publish("me/llama.cpp", "body", title="T", head="me:fattn-tile", dry_run=False, api=gh.url)
     msg = str(e.value)
     assert (
-        msg
-        == "GitHub API POST /repos/me/llama.cpp/pulls: HTTP 422: Validation Failed: A pull request already exists for me:fattn-tile."
+        msg == "GitHub API POST /repos/me/llama.cpp/pulls: HTTP 422: Validation Failed: "
+        "A pull request already exists for me:fattn-tile."
     )
     assert "\n" not in msg
     _no_token(capsys, msg, repr(e.value), str(e.value.__cause__), str(e.value.__context__))
@@ -214,3 +214,22 @@ def test_publish_main_uses_the_report_h1_as_title(gh, tmp_path, capsys):
     assert r["body"]["title"] == "cuda: smaller KV tile" and r["body"]["body"].startswith("## Overview")
     out = capsys.readouterr().out
     assert out.strip() == "http://x/pull/5" and TOKEN not in out
+
+
+@pytest.mark.parametrize(
+    "api",
+    ["http://api.github.com", "http://example.com:8080/api", "ftp://api.github.com", "api.github.com", "https://"],
+)
+def test_the_token_is_never_sent_in_clear(gh, api, capsys):
+    """Only https, or plain http to this machine (the local server of these tests): refused before
+    anything is sent, dry run or not."""
+    for dry_run in (False, True):
+        with pytest.raises(PatchkitError) as e:
+            publish("me/llama.cpp", "body", title="T", number=1, dry_run=dry_run, api=api)
+        assert str(e.value) == (
+            f"--api {api!r}: the token is sent only over https (or plain http to 127.0.0.1/localhost for a local test)"
+        )
+    assert gh.requests == []
+    _no_token(capsys, str(e.value))
+    for local in (gh.url, gh.url.replace("127.0.0.1", "localhost"), "https://github.example.com/api/v3"):
+        publish("me/llama.cpp", "body", title="T", number=1, dry_run=True, api=local)

@@ -41,6 +41,22 @@ def test_default_recipe_loads_with_its_series():
             "'0002' must come before '0001'",
         ),
         (BASE + "[build\n", "TOML syntax error"),
+        # names that become folder names (defect 10) and a self-dependency (defect 11b)
+        ("[recipe]\nname = '..'\n" + BASE, "recipe.name: '..' cannot be a folder name"),
+        ("[recipe]\nname = '.'\n" + BASE, "recipe.name: '.' cannot be a folder name"),
+        ("[recipe]\nname = 'a/b'\n" + BASE, "recipe.name: 'a/b' cannot be a folder name"),
+        (BASE + "[[series]]\nfile = 'a.patch'\nid = '../x'\n", "series[0].id: '../x' cannot be a folder name"),
+        (BASE + "[[series]]\nfile = 'p/../.patch'\n", "series[0].file (its id, '.patch')"),
+        (BASE.replace('name = "llama-cpp-python"', 'name = "../x"'), "base.sdist.name: '../x' cannot be"),
+        (BASE.replace('version = "0.3.36"', 'version = "1/2"'), "base.sdist.version: '1/2' cannot be"),
+        (
+            BASE + "[[series]]\nfile = '0001-a.patch'\n[[series]]\nfile = '0002-b.patch'\ndepends-on = ['0002']\n",
+            "series[1].depends_on: patch 0002 depends on itself",
+        ),
+        (
+            BASE + "[[series]]\nfile = '0002-b.patch'\ndepends-on = ['0002-b.patch']\n",
+            "series[0].depends_on: patch 0002 depends on itself",
+        ),
     ],
 )
 def test_bad_recipes_name_the_file_and_key(text, message):
@@ -63,5 +79,5 @@ def test_missing_patch_file_is_named(tmp_path):
 
 
 def test_missing_recipe_is_named(tmp_path):
-    with pytest.raises(RecipeError, match="recipes/nope.toml: recipe not found"):
+    with pytest.raises(RecipeError, match=r"recipes/nope\.toml: recipe not found"):
         load_recipe("nope", cwd=tmp_path)

@@ -14,6 +14,7 @@ Bundles placed in tests/fixtures/bundles/<name>/ (real device runs, added later)
 
 from __future__ import annotations
 
+import ast
 import copy
 import json
 import re
@@ -23,9 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import parse, report, stats
+from patchkit import parsers, report, stats
 from patchkit.errors import ReportError
-from patchkit.report_tables import FORMATS, NOT_PROVIDED
+from patchkit.report import SECTIONS
+from patchkit.report.fmt import FORMATS, NOT_PROVIDED
 from patchkit.results import Bundle
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
@@ -70,14 +72,16 @@ def _json_log(root: Path, name: str, command: str, obj: object) -> str:
 def kernel_step(
     root: Path, samples: dict[str, dict[str, list[float]]], *, backend: str = "CUDA0", peak: float | None = 1000.0
 ) -> dict:
-    """samples: params -> label -> [time_us per round]; base#2 is the A/A copy. Logs: one SQL log per round and label."""
+    """samples: params -> label -> [time_us per round]; base#2 is the A/A copy.
+    Logs: one SQL log per round and label."""
     labels = list(next(iter(samples.values())))
     rounds = len(next(iter(next(iter(samples.values())).values())))
     logs = []
     for r in range(rounds):
         for lab in labels:
             ins = [
-                "INSERT INTO test_backend_ops (backend_name, op_name, op_params, test_mode, supported, time_us, n_runs) "
+                "INSERT INTO test_backend_ops "
+                "(backend_name, op_name, op_params, test_mode, supported, time_us, n_runs) "
                 f"VALUES ('{backend}', 'FLASH_ATTN_EXT', '{p}', 'perf', '1', '{by[lab][r]!r}', '100');"
                 for p, by in samples.items()
             ]
@@ -93,7 +97,7 @@ def kernel_step(
     got: dict[str, dict[str, list[float]]] = {}
     for lg in logs:
         lab = lg.split("-", 2)[2][: -len(".log")].replace("_aa", "#")
-        for rec in parse.parse_perf_sql((root / lg).read_text(), lg):
+        for rec in parsers.parse_perf_sql((root / lg).read_text(), lg):
             got.setdefault(rec.op_params, {}).setdefault(lab, []).append(rec.time_us)
     cases, aa = [], []
     for p, by in got.items():
@@ -167,7 +171,7 @@ def decode_step(
         logs[v] = _log(root, f"decode-r1-{v}", "llama-bench -fa 1 -p 0 -o jsonl", recs)
     rows, got = [], {}
     for v in variants:
-        for rec in parse.parse_llama_bench_jsonl((root / logs[v]).read_text(), logs[v]):
+        for rec in parsers.parse_llama_bench_jsonl((root / logs[v]).read_text(), logs[v]):
             got[(v, rec.n_depth)] = list(rec.samples_ts)
     for (v, d), ts in sorted(got.items(), key=lambda kv: (kv[0][1], variants.index(kv[0][0]))):
         s = stats.summarize(ts)
@@ -438,7 +442,10 @@ def gpu(name: str = "SYNTHETIC-GPU-A", cc: str = "9.0") -> dict:
     }
 
 
-P1 = "hsk=256,hsv=256,nh=4,nr23=[6,1],kv=4096,nb=1,mask=1,sinks=0,max_bias=0.000000,logit_softcap=0.000000,prec=f32,type_K=q4_0,type_V=q4_0,permute=[0,1,2,3]"
+P1 = (
+    "hsk=256,hsv=256,nh=4,nr23=[6,1],kv=4096,nb=1,mask=1,sinks=0,max_bias=0.000000,logit_softcap=0.000000,"
+    "prec=f32,type_K=q4_0,type_V=q4_0,permute=[0,1,2,3]"
+)
 P2 = P1.replace("kv=4096", "kv=32768")
 KSAMPLES = {
     P1: {
@@ -627,7 +634,7 @@ def cpu_fixture_bundle(root: Path) -> tuple[Path, dict]:
     rel = {k: f"raw/{f}" for k, f in names.items()}
 
     def test_entry(key: str):
-        tr = parse.parse_test_console(parse.read_log(raw / names[key]), rel[key])
+        tr = parsers.parse_test_console(parsers.read_log(raw / names[key]), rel[key])
         bs = [
             {
                 "name": b.name,
@@ -685,8 +692,8 @@ def cpu_fixture_bundle(root: Path) -> tuple[Path, dict]:
             },
         },
     ]
-    perf1 = parse.parse_perf_sql(parse.read_log(raw / names["perf1"]), rel["perf1"])
-    perf2 = parse.parse_perf_console(parse.read_log(raw / names["perf2"]), rel["perf2"])
+    perf1 = parsers.parse_perf_sql(parsers.read_log(raw / names["perf1"]), rel["perf1"])
+    perf2 = parsers.parse_perf_console(parsers.read_log(raw / names["perf2"]), rel["perf2"])
     cases, aa = [], []
     for r1 in perf1:
         r2 = next(r for r in perf2 if r.op_params == r1.op_params)
@@ -737,8 +744,8 @@ def cpu_fixture_bundle(root: Path) -> tuple[Path, dict]:
             },
         }
     )
-    b1 = parse.parse_llama_bench_json(parse.read_log(raw / names["bench1"]), rel["bench1"])
-    b2 = parse.parse_llama_bench_jsonl(parse.read_log(raw / names["bench2"]), rel["bench2"])
+    b1 = parsers.parse_llama_bench_json(parsers.read_log(raw / names["bench1"]), rel["bench1"])
+    b2 = parsers.parse_llama_bench_jsonl(parsers.read_log(raw / names["bench2"]), rel["bench2"])
     rows = []
     for r1 in [r for r in b1 if r.n_gen > 0]:
         r2 = next(r for r in b2 if r.n_gen == r1.n_gen and r.n_depth == r1.n_depth and r.n_prompt == 0)
@@ -941,7 +948,7 @@ def test_kernel_table_numbers_equal_results_and_raw_logs(tmp_path):
             got = [
                 r.time_us
                 for lg in logs
-                for r in parse.parse_perf_sql(lg.read_text(), lg.name)
+                for r in parsers.parse_perf_sql(lg.read_text(), lg.name)
                 if r.op_params == c["params"]
             ]
             assert got == v["samples_us"] and stats.summarize(got).median == v["median"]
@@ -968,8 +975,8 @@ def test_kernel_table_numbers_equal_results_and_raw_logs(tmp_path):
         for lab, cellv in zip(data["labels"], row[1:5]):
             v = c["variants"][lab]
             assert (
-                cellv
-                == f"{fmt(v['median'], 'us')} [{fmt(v['min'], 'us')}–{fmt(v['max'], 'us')}] ({fmt(v['pct_peak'], 'pct')} % of peak)"
+                cellv == f"{fmt(v['median'], 'us')} [{fmt(v['min'], 'us')}–{fmt(v['max'], 'us')}] "
+                f"({fmt(v['pct_peak'], 'pct')} % of peak)"
             )
             allowed |= {fmt(v[k], "us") for k in ("median", "min", "max")} | {fmt(v["pct_peak"], "pct")}
         for lab, cellv in zip(["+0001", "+0001+0002", "base#2"], row[5:]):
@@ -996,7 +1003,7 @@ def test_decode_table_numbers_equal_results_and_raw_logs(tmp_path):
     p = full_bundle(tmp_path / "r1")
     data = json.loads((p / "results.json").read_text())["steps"]["bench:decode"]["data"]
     for row in data["rows"]:
-        recs = parse.parse_llama_bench_jsonl((p / row["log"]).read_text(), row["log"])
+        recs = parsers.parse_llama_bench_jsonl((p / row["log"]).read_text(), row["log"])
         assert next(r for r in recs if r.n_depth == row["depth"]).samples_ts == tuple(row["samples_ts"])
     sec = section(render(p), "### Decode")
     (tab,) = tables(sec)
@@ -1016,15 +1023,15 @@ def test_decode_table_numbers_equal_results_and_raw_logs(tmp_path):
         for v, cellv in zip(VARIANTS, trow[2:5]):
             r = next(x for x in data["rows"] if x["variant"] == v and x["depth"] == depth)
             assert (
-                cellv
-                == f"{fmt(r['median'], 'ts')} [{fmt(r['ci_low'], 'ts')}–{fmt(r['ci_high'], 'ts')}] n={len(r['samples_ts'])}"
+                cellv == f"{fmt(r['median'], 'ts')} [{fmt(r['ci_low'], 'ts')}–{fmt(r['ci_high'], 'ts')}] "
+                f"n={len(r['samples_ts'])}"
             )
             allowed |= {fmt(r[k], "ts") for k in ("median", "ci_low", "ci_high")} | {str(len(r["samples_ts"]))}
         for v, cellv in zip(VARIANTS[1:], trow[5:]):
             r = next(x for x in data["vs_base"] if x["variant"] == v and x["depth"] == depth)
             assert (
-                cellv
-                == f"{fmt(r['ratio'], 'ratio')} [{fmt(r['ci_low'], 'ratio')}–{fmt(r['ci_high'], 'ratio')}] {r['verdict']}"
+                cellv == f"{fmt(r['ratio'], 'ratio')} [{fmt(r['ci_low'], 'ratio')}–{fmt(r['ci_high'], 'ratio')}] "
+                f"{r['verdict']}"
             )
             allowed |= {fmt(r[k], "ratio") for k in ("ratio", "ci_low", "ci_high")}
         for cellv in trow:
@@ -1199,8 +1206,8 @@ def test_per_patch_attribution_compares_adjacent_prefixes(tmp_path):
     assert d2["ratio"] == rd.ratio and d2["verdict"] == "faster"
     sec = section(render(p), "### Per-patch attribution")
     assert (
-        f"| `0002` | `+0001` → `+0001+0002` | decode tg32 @ d32768 | {fmt(d2['value_without'], 'ts')} → {fmt(d2['value_with'], 'ts')} t/s | "
-        in sec
+        "| `0002` | `+0001` → `+0001+0002` | decode tg32 @ d32768 | "
+        f"{fmt(d2['value_without'], 'ts')} → {fmt(d2['value_with'], 'ts')} t/s | " in sec
     )
 
 
@@ -1344,7 +1351,7 @@ def test_unknown_format_and_bad_run_folder(tmp_path):
     p = full_bundle(tmp_path / "r1")
     with pytest.raises(ReportError, match="unknown report format 'html'"):
         render(p, fmt_="html")
-    with pytest.raises(ReportError, match="no results.json"):
+    with pytest.raises(ReportError, match=r"no results\.json"):
         report.report_main([tmp_path / "nothing"], "md", None)
     with pytest.raises(ReportError, match="no run to report on"):
         report.render([], "md")
@@ -1362,6 +1369,89 @@ def test_malformed_step_data_is_a_report_error(tmp_path):
 def test_pr_title(tmp_path):
     p = full_bundle(tmp_path / "r1", info=recipe_info(title="cuda: T"))
     assert report.pr_title([Bundle.open(p)]) == "cuda: T"
+
+
+# ---------------------------------------------------------------------------------------------
+# Tests: the package (sections registry, typed evidence, step names, import graph)
+
+
+def test_sections_registry_is_keyed_by_step_kind_in_report_order(tmp_path):
+    assert list(SECTIONS) == ["build", "check", "test", "bench:kernel", "bench:path", "bench:decode", "numerics"]
+    assert all(k == s.kind for k, s in SECTIONS.items())
+    assert [s.slot for s in SECTIONS.values()] == [
+        "builds",
+        "builds",
+        "tests",
+        "kernel",
+        "kernel_path",
+        "decode",
+        "numerics",
+    ]
+    ev = report.evidence([Bundle.open(full_bundle(tmp_path / "r1"))])
+    md = report.render_markdown(ev)
+    for s in SECTIONS.values():
+        for b in s.markdown(ev, False):
+            assert (b.get("text") or "|") in md
+
+
+def test_evidence_is_typed_and_its_json_is_the_json_format(tmp_path):
+    p = full_bundle(tmp_path / "r1")
+    ev = report.evidence([Bundle.open(p)])
+    assert isinstance(ev, report.Evidence) and ev.kernel.runs[0].measured is not None
+    assert ev.kernel.runs[0].measured.cases[0].short == "kv=4096"
+    assert ev.to_json() == render(p, fmt_="json")
+    d = json.loads(ev.to_json())
+    assert "cases" in d["kernel"]["runs"][0] and "measured" not in d["kernel"]["runs"][0]
+    assert {r["with"] for r in d["attribution"]["rows"]} == {"+0001", "+0001+0002"}
+
+
+def test_path_step_is_found_under_its_old_and_new_name(tmp_path):
+    p = full_bundle(tmp_path / "r1")
+    data = json.loads((p / "results.json").read_text())
+    assert "kernel-path" in data["steps"]
+    old = render(p)
+    data["steps"]["bench:path"] = {**data["steps"].pop("kernel-path"), "name": "bench:path"}
+    (p / "results.json").write_text(json.dumps(data))
+    assert render(p) == old
+    # the view itself, on data not renamed by the loader
+    legacy = {**data, "steps": {"kernel-path": data["steps"]["bench:path"]}}
+    (run,) = report.open_runs([Bundle(path=p, data=legacy)])
+    assert run.step("bench:path").data == legacy["steps"]["kernel-path"]["data"]
+    assert run.step("bench:decode") is None
+
+
+def _imports(f: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(f.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names |= {f"{node.module}.{a.name}" for a in node.names}
+    return names
+
+
+def test_report_modules_import_no_cycle_and_not_the_package():
+    pkg = Path(report.__file__).parent
+    mods = {f.stem: f for f in pkg.glob("*.py") if f.stem != "__init__"}
+    deps = {
+        m: {n.split(".")[2] for n in _imports(f) if n.startswith("patchkit.report.")} & set(mods)
+        for m, f in mods.items()
+    }
+    for m, f in mods.items():
+        assert "patchkit.report" not in {n for n in _imports(f) if n.count(".") == 1}, m
+        assert len(f.read_text().splitlines()) <= 600, m
+    done: set[str] = set()
+
+    def visit(m: str, path: tuple[str, ...]) -> None:
+        assert m not in path, " -> ".join((*path, m))
+        if m not in done:
+            for d in deps[m]:
+                visit(d, (*path, m))
+            done.add(m)
+
+    for m in mods:
+        visit(m, ())
 
 
 # ---------------------------------------------------------------------------------------------

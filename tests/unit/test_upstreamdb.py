@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import parse, upstreamdb, vcs
+from patchkit import parsers, upstreamdb, vcs
 from patchkit.errors import ResultsError
 from patchkit.upstreamdb import LLAMA_BENCH, TEST_BACKEND_OPS
 from patchkit.workspace import Workspace
@@ -40,7 +40,7 @@ def _sql_create(text: str) -> str:
 def _sql_only(text: str) -> str:
     """The statements of a raw log (its CREATE TABLE and INSERT lines), without the command line, the
     tool's stderr logs (some landed inside an INSERT line) and the exit line."""
-    text = parse.strip_interleaved_logs(text)
+    text = parsers.strip_interleaved_logs(text)
     create = _sql_create(text)
     inserts = [ln for ln in text.splitlines() if ln.startswith("INSERT INTO ")]
     return create + "\n".join(inserts) + "\n"
@@ -63,7 +63,7 @@ def _bench_json(name: str) -> list[dict]:
 
 
 def _perf(path: Path) -> list:
-    return parse.parse_perf_sql(parse.read_log(path), str(path))
+    return parsers.parse_perf_sql(parsers.read_log(path), str(path))
 
 
 def _no_commit(cols: tuple[str, ...]) -> tuple[str, ...]:
@@ -175,7 +175,7 @@ def test_required_columns_are_what_compare_llama_bench_reads():
 @pytest.mark.parametrize("as_records", [False, True], ids=["json-objects", "BenchRecords"])
 def test_llama_bench_rows_equal_the_tools_sql(tmp_path, as_records):
     text = (FIX / "bench_tiny_pair.json").read_text()
-    records = parse.parse_llama_bench_json(text, "bench_tiny_pair.json") if as_records else json.loads(text)
+    records = parsers.parse_llama_bench_json(text, "bench_tiny_pair.json") if as_records else json.loads(text)
     db = tmp_path / upstreamdb.LLAMA_BENCH_DB
     assert upstreamdb.write_llama_bench_db(db, {"base": records}) == {"base": "base"}
     cols = _no_commit(LLAMA_BENCH.column_names)
@@ -266,7 +266,7 @@ def test_every_variant_of_the_h200_run_gets_its_own_build_commit(tmp_path):
 
 def test_decode_logs_of_the_h200_run(tmp_path):
     variants = ("base", "+0001", "+0001+0002")
-    runs = {v: parse.parse_llama_bench_json(parse.read_log(H200 / f"decode-r1-{v}.log"), v) for v in variants}
+    runs = {v: parsers.parse_llama_bench_json(parsers.read_log(H200 / f"decode-r1-{v}.log"), v) for v in variants}
     db = tmp_path / upstreamdb.LLAMA_BENCH_DB
     mapping = upstreamdb.write_llama_bench_db(db, runs)
     con = sqlite3.connect(db)

@@ -7,42 +7,42 @@ from __future__ import annotations
 import io
 from typing import Any
 
+import matplotlib
+import matplotlib.style
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
-def decode_series(ev: dict[str, Any]) -> list[dict[str, Any]]:
+from patchkit.report.evidence import DecodeRow, Evidence
+
+
+def decode_series(ev: Evidence) -> list[dict[str, Any]]:
     """Series from the report evidence: label, depths, medians, interval bounds (sorted by depth)."""
-    runs = [e for e in ev["decode"]["runs"] if e.get("rows")]
-    multi = len(ev["runs"]) > 1
-    configs = {(x.get("n_gen"), x.get("type_k"), x.get("type_v")) for e in runs for x in e["rows"]}
-    order = list(ev.get("variants") or [])
+    measured = [(e, e.measured) for e in ev.decode.runs if e.measured and e.measured.rows]
+    configs = {(x.n_gen, x.type_k, x.type_v) for _, m in measured for x in m.rows}
+    rank = {v: i for i, v in enumerate(ev.variants)}
     out = []
-    for e in runs:
-        groups: dict[tuple, list[dict]] = {}
-        for x in e["rows"]:
-            groups.setdefault((x["variant"], x.get("n_gen"), x.get("type_k"), x.get("type_v")), []).append(x)
-        rank = {v: i for i, v in enumerate(order)}
+    for e, m in measured:
+        groups: dict[tuple, list[DecodeRow]] = {}
+        for x in m.rows:
+            groups.setdefault((x.variant, x.n_gen, x.type_k, x.type_v), []).append(x)
         for (v, ng, tk, tv), xs in sorted(groups.items(), key=lambda kv: (rank.get(kv[0][0], len(rank)), str(kv[0]))):
-            xs = sorted(xs, key=lambda x: x["depth"])
-            label = v if not multi else f"{e['gpu']}: {v}"
+            xs = sorted(xs, key=lambda x: x.depth)
+            label = v if not ev.multi else f"{e.gpu}: {v}"
             if len(configs) > 1:
                 label += f" (tg{ng}, {tk}/{tv})"
             out.append(
                 {
                     "label": label,
-                    "depth": [x["depth"] for x in xs],
-                    "median": [x["median"] for x in xs],
-                    "ci_low": [x["ci_low"] for x in xs],
-                    "ci_high": [x["ci_high"] for x in xs],
+                    "depth": [x.depth for x in xs],
+                    "median": [x.median for x in xs],
+                    "ci_low": [x.ci_low for x in xs],
+                    "ci_high": [x.ci_high for x in xs],
                 }
             )
     return out
 
 
 def decode_png(series: list[dict[str, Any]], *, title: str = "Decode throughput by depth") -> bytes:
-    import matplotlib
-    import matplotlib.style
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     with (
         matplotlib.style.context("default"),
         matplotlib.rc_context({"svg.hashsalt": "patchkit", "path.simplify": True}),

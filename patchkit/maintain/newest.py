@@ -1,0 +1,112 @@
+"""Newest base: the series tried on every candidate base (oldest to newest); the answer is the newest
+one where no patch conflicts, and with a build, the newest of those where every prefix also builds.
+
+The report is `<work>/rebase/<recipe>-newest-base.json`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from patchkit import build as build_mod
+from patchkit import source
+from patchkit.errors import PatchkitError
+from patchkit.maintain.bases import Onto, fetch_checked, resolve_base, short
+from patchkit.maintain.rebase import SCHEMA, build_trial, now, trial_recipe
+from patchkit.maintain.trial import Trial, series_items, trial_tree, try_series
+from patchkit.recipe import Base, Recipe
+from patchkit.workspace import Workspace, write_json
+
+
+@dataclass(kw_only=True)
+class Candidate:
+    text: str  # as given
+    error: str = ""  # it could not be resolved or fetched
+    base: Base | None = None
+    info: source.BaseInfo | None = None
+    provenance: dict = field(default_factory=dict)
+    trial: Trial | None = None
+    build: dict | None = None  # build_trial's answer, when built
+
+    @property
+    def applies(self) -> bool:
+        return self.trial is not None and not self.trial.conflicts
+
+    @property
+    def builds(self) -> bool:
+        return self.build is not None and all(b["ok"] for b in self.build["builds"].values())
+
+    def to_dict(self) -> dict:
+        if self.trial is None or self.info is None:
+            return {"candidate": self.text, "error": self.error, "applies": False}
+        out = {
+            "candidate": self.text,
+            "base": self.info.to_dict(),
+            "provenance": self.provenance,
+            "patches": [r.to_dict() for r in self.trial.results],
+            "summary": self.trial.summary(),
+            "applies": self.applies,
+        }
+        if self.build is not None:
+            out["build"] = self.build
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Newest:
+    candidates: list[Candidate]
+    best: Candidate | None
+    path: Path  # the report
+
+
+def try_candidate(recipe: Recipe, ws: Workspace, onto: Onto, *, git_url: str = "", offline: bool = False) -> Candidate:
+    """The series tried on one candidate; a candidate that cannot be resolved or fetched is its error."""
+    cand = Candidate(text=onto.text)
+    try:
+        cand.base, cand.provenance = resolve_base(recipe, onto, ws, git_url=git_url, offline=offline)
+        cand.info = fetch_checked(cand.base, ws, offline)
+    except PatchkitError as e:
+        cand.error = str(e)
+        return cand
+    cand.trial = try_series(ws, trial_tree(ws, recipe), cand.info.commit, series_items(recipe), recipe.base.prune)
+    return cand
+
+
+def newest_base(
+    recipe: Recipe,
+    ws: Workspace,
+    candidates: list[Onto],
+    *,
+    git_url: str = "",
+    offline: bool = False,
+    build: build_mod.BuildOptions | None = None,
+) -> Newest:
+    """Every candidate tried; then, newest first, the first that applies (and with `build`, builds)."""
+    tried = [try_candidate(recipe, ws, c, git_url=git_url, offline=offline) for c in candidates]
+    best = None
+    for cand in reversed(tried):
+        if not cand.applies:
+            continue
+        if build is not None:
+            assert cand.base is not None and cand.info is not None and cand.trial is not None
+            tr, _ = trial_recipe(recipe, ws, cand.base, cand.trial, short(cand.info.commit))
+            cand.build = build_trial(tr, ws, build, offline=offline)
+            if not cand.builds:
+                continue
+        best = cand
+        break
+    out = ws.root / "rebase" / f"{recipe.name}-newest-base.json"
+    write_json(
+        out,
+        {
+            "schema": SCHEMA,
+            "kind": "newest-base",
+            "recipe": recipe.name,
+            "created": now(),
+            "build": build is not None,
+            "candidates": [c.to_dict() for c in tried],
+            "newest": best.text if best else None,
+        },
+    )
+    return Newest(candidates=tried, best=best, path=out)

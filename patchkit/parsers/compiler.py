@@ -1,0 +1,31 @@
+"""Build logs (CMake configure, Ninja running gcc/clang/nvcc): the first error, as 'file:line: message'."""
+
+from __future__ import annotations
+
+import re
+
+_GCC_ERR = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:\d+:)? (?:fatal )?error: (?P<msg>.*)$")
+_NVCC_ERR = re.compile(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\): (?:catastrophic )?error: (?P<msg>.*)$")
+_CMAKE_ERR = re.compile(r"^CMake Error(?: at (?P<file>[^:]+):(?P<line>\d+))?.*")
+
+
+def first_compiler_error(log_text: str) -> str | None:
+    """'file:line: message' of the first compiler (gcc/clang/nvcc) or CMake error in a build log."""
+    lines = log_text.splitlines()
+    for i, line in enumerate(lines):
+        m = _GCC_ERR.match(line) or _NVCC_ERR.match(line)
+        if m:
+            msg = m.group("msg").strip()
+            # nvcc puts the static_assert text on the next lines
+            if not msg or msg.endswith(("failed", "failed with")):
+                for nxt in lines[i + 1 : i + 3]:
+                    if nxt.strip():
+                        msg += " " + nxt.strip()
+                        break
+            return f"{m.group('file')}:{m.group('line')}: {msg}"
+        m = _CMAKE_ERR.match(line)
+        if m:
+            detail = next((ln.strip() for ln in lines[i + 1 : i + 6] if ln.strip()), "")
+            where = f"{m.group('file')}:{m.group('line')}: " if m.group("file") else ""
+            return f"{where}CMake Error: {detail}"
+    return None

@@ -1,0 +1,449 @@
+"""The report's evidence: everything the report shows, as typed data, and its JSON form (`--format json`).
+
+One dataclass per section (and per entry of a section). Values copied verbatim from results.json where the
+report does not look inside them (a kernel case's per-variant statistics, a build's options, env.json) stay
+plain dicts. `to_data` turns the evidence into the JSON document: a field's JSON key is its name (or
+metadata "key"); a field with metadata FLAT is an optional part whose fields are merged into its parent when
+present (a step's measurements: absent when the step measured nothing); a field with metadata OMITTED is left
+out when None. Non-finite floats become null.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from patchkit.report.runview import RunView
+from patchkit.results import Step
+
+REPORT_SCHEMA = 1
+R = TypeVar("R", bound="StepRun")
+
+
+FLAT = {"json": "flat"}  # an optional part (None or a dataclass) whose fields appear in the parent's JSON object
+OMITTED = {"json": "omitted"}  # an optional field, left out of the JSON object when None
+
+
+def state(name: str, step: Step | None) -> tuple[str, str]:
+    """(status, reason) of a step; status 'absent' when the run has no such step."""
+    if step is None:
+        return "absent", f"no `{name}` step in this run"
+    return str(step.status), step.reason
+
+
+# ---------------------------------------------------------------------------------------------
+# A step's result in one run
+
+
+@dataclass(kw_only=True)
+class StepState:
+    gpu: str
+    status: str
+    reason: str
+
+
+@dataclass(kw_only=True)
+class StepRun(StepState):
+    logs: list[str]
+
+    @classmethod
+    def of(cls: type[R], run: RunView, name: str, step: Step | None, **kw: Any) -> R:
+        """The entry of `run` for step `name` (shown as `name` when absent), with its logs."""
+        status, reason = state(name, step)
+        return cls(gpu=run.gpu, status=status, reason=reason, logs=run.logs(step.logs) if step else [], **kw)
+
+
+# ---------------------------------------------------------------------------------------------
+# Runs, prose, patches, hardware
+
+
+@dataclass(kw_only=True)
+class RunInfo:
+    gpu: str
+    run_id: str
+    created: Any
+    log_prefix: str
+
+
+@dataclass(kw_only=True)
+class Patch:
+    id: str
+    file: str
+    subject: str
+    upstream_pr: str
+    depends_on: list[str]
+    local: bool
+    sha256: str
+
+
+@dataclass(kw_only=True)
+class Prose:
+    title: str
+    overview: str
+    ai_disclosure: str
+    notes: list[str]
+    from_run: str
+
+
+@dataclass(kw_only=True)
+class Hardware:
+    gpu: str
+    run_id: str
+    created: Any
+    recipe: Any
+    env: dict[str, Any] | None
+    env_missing: bool
+    base: dict[str, Any]
+    patches: dict[str, str]
+
+
+# ---------------------------------------------------------------------------------------------
+# build:<config> and check:<config>
+
+
+@dataclass(kw_only=True)
+class BuildVariant:
+    variant: Any
+    key: Any
+    head: Any
+    seconds: Any
+    reused: Any
+    log: str | None
+
+
+@dataclass(kw_only=True)
+class BuildConfig:
+    config: str
+    status: str
+    reason: str
+    seconds: float
+    options: dict[str, Any]
+    cmake_args: list[Any]
+    variants: list[BuildVariant]
+    logs: list[str]
+
+
+@dataclass(kw_only=True)
+class CheckItem:
+    variant: Any
+    arch: Any
+    source: Any
+    ok: Any
+    error: Any
+
+
+@dataclass(kw_only=True)
+class CheckConfig:
+    config: str
+    status: str
+    reason: str
+    items: list[CheckItem]
+    logs: list[str]
+
+
+@dataclass(kw_only=True)
+class BuildsRun:
+    """One run's builds and compile checks; status/reason only when it has no build step."""
+
+    gpu: str
+    configs: list[BuildConfig]
+    checks: list[CheckConfig]
+    status: str | None = field(default=None, metadata=OMITTED)
+    reason: str | None = field(default=None, metadata=OMITTED)
+    checks_reason: str | None = field(default=None, metadata=OMITTED)
+
+
+# ---------------------------------------------------------------------------------------------
+# test:<suite>
+
+
+@dataclass(kw_only=True)
+class Backend:
+    name: Any
+    status: Any
+    tests_passed: Any
+    tests_total: Any
+    failing: list[str]
+
+
+@dataclass(kw_only=True)
+class TestVariant:
+    variant: str
+    status: Any
+    reason: str
+    log: str | None
+    seconds: Any
+    n_ok: Any
+    n_fail: Any
+    n_not_supported: Any
+    backends: list[Backend]
+
+
+@dataclass(kw_only=True)
+class TestData:
+    args: list[str]
+    backend: Any
+    variants: list[TestVariant]
+    diff: dict[str, dict[str, list[str]]]  # variant -> new_failures/fixed/disappeared/appeared -> cases
+
+
+@dataclass(kw_only=True)
+class TestRun(StepRun):
+    measured: TestData | None = field(default=None, metadata=FLAT)
+
+
+@dataclass(kw_only=True)
+class Suite:
+    suite: str
+    runs: list[TestRun]
+
+
+@dataclass(kw_only=True)
+class Tests:
+    suites: list[Suite]
+    runs: list[StepState] | None = field(default=None, metadata=OMITTED)  # only when no run has a test step
+
+
+# ---------------------------------------------------------------------------------------------
+# bench:kernel
+
+
+@dataclass(kw_only=True)
+class KernelCase:
+    params: str
+    bytes: Any
+    variants: dict[str, dict[str, Any]]  # label -> median, min, max, n, samples_us, pct_peak, ...
+    vs_base: dict[str, dict[str, Any]]  # label -> ratio, ci_low, ci_high, verdict
+    aa_ratio: Any
+    short: str = ""
+
+
+@dataclass(kw_only=True)
+class KernelData:
+    op: Any
+    params: Any
+    test_file: Any
+    rounds: Any
+    backend: Any
+    peak_bw_gbs: Any
+    labels: list[str]
+    noise_floor: Any
+    cases: list[KernelCase]
+
+
+@dataclass(kw_only=True)
+class KernelRun(StepRun):
+    measured: KernelData | None = field(default=None, metadata=FLAT)
+
+
+@dataclass(kw_only=True)
+class Kernel:
+    runs: list[KernelRun]
+    common_params: str = ""
+
+
+# ---------------------------------------------------------------------------------------------
+# bench:path
+
+
+@dataclass(kw_only=True)
+class PathCase:
+    params: str
+    variants: dict[str, list[dict[str, Any]]]  # variant -> kernels (name, count, share)
+    short: str = ""
+
+
+@dataclass(kw_only=True)
+class PathData:
+    cases: list[PathCase]
+    launch_count: Any
+
+
+@dataclass(kw_only=True)
+class PathRun(StepRun):
+    measured: PathData | None = field(default=None, metadata=FLAT)
+
+
+@dataclass(kw_only=True)
+class KernelPath:
+    runs: list[PathRun]
+
+
+# ---------------------------------------------------------------------------------------------
+# bench:decode
+
+
+@dataclass(kw_only=True)
+class DecodeRow:
+    variant: Any
+    depth: Any
+    type_k: Any
+    type_v: Any
+    n_gen: Any
+    samples_ts: Any
+    avg_ts: Any
+    stddev_ts: Any
+    median: Any
+    ci_low: Any
+    ci_high: Any
+    log: str | None
+    logs: list[str]
+
+
+@dataclass(kw_only=True)
+class DecodeRatio:
+    variant: Any
+    depth: Any
+    ratio: Any
+    ci_low: Any
+    ci_high: Any
+    verdict: Any
+    type_k: Any
+    type_v: Any
+    n_gen: Any
+
+
+@dataclass(kw_only=True)
+class DecodeData:
+    model: dict[str, Any]
+    model_path: Any
+    args: list[str]
+    rounds: Any
+    rows: list[DecodeRow]
+    vs_base: list[DecodeRatio]
+
+
+@dataclass(kw_only=True)
+class DecodeRun(StepRun):
+    measured: DecodeData | None = field(default=None, metadata=FLAT)
+
+
+@dataclass(kw_only=True)
+class Decode:
+    runs: list[DecodeRun]
+
+
+# ---------------------------------------------------------------------------------------------
+# numerics
+
+
+@dataclass(kw_only=True)
+class Pair:
+    a: Any
+    b: Any
+    identical: Any
+    generations: list[dict[str, Any]]  # depth, prompt, identical, first_diff_*, sha256_*, log_a, log_b, ...
+    kld: dict[str, Any] | None  # mean, p99, max, same_top_p, log (or error)
+
+
+@dataclass(kw_only=True)
+class NumericsData:
+    pairs: list[Pair]
+    depths: Any
+    prompts: Any
+    n_predict: Any
+
+
+@dataclass(kw_only=True)
+class NumericsRun(StepRun):
+    measured: NumericsData | None = field(default=None, metadata=FLAT)
+
+
+@dataclass(kw_only=True)
+class Numerics:
+    runs: list[NumericsRun]
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-patch attribution
+
+
+@dataclass(kw_only=True)
+class AttributionRow:
+    gpu: str
+    patch: str
+    without: str
+    with_: str = field(metadata={"key": "with"})
+    kind: str  # kernel or decode
+    what: str
+    unit: str
+    value_without: Any
+    value_with: Any
+    ratio: float
+    ci_low: float
+    ci_high: float
+    verdict: str
+    source: str  # stored or computed
+
+
+@dataclass(kw_only=True)
+class AttributionMissing:
+    gpu: str
+    patch: str
+    without: str
+    with_: str = field(metadata={"key": "with"})
+    reason: str
+
+
+@dataclass(kw_only=True)
+class Attribution:
+    patches: list[str]
+    rows: list[AttributionRow] = field(default_factory=list)
+    missing: list[AttributionMissing] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole evidence
+
+
+@dataclass(kw_only=True)
+class Evidence:
+    recipe: Any
+    variants: list[str]
+    runs: list[RunInfo]
+    merge_problems: list[str]
+    patches: list[Patch]
+    prose: Prose
+    hardware: list[Hardware]
+    builds: list[BuildsRun]
+    tests: Tests
+    kernel: Kernel
+    kernel_path: KernelPath
+    decode: Decode
+    numerics: Numerics
+    attribution: Attribution
+    not_tested: list[str] = field(default_factory=list)
+    missing_logs: list[str] = field(default_factory=list)
+    plot: str | None = None
+    report_schema: int = REPORT_SCHEMA
+
+    @property
+    def multi(self) -> bool:
+        """Several runs merged (tables get a GPU column)."""
+        return len(self.runs) > 1
+
+    def to_json(self) -> str:
+        return json.dumps(to_data(self), indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def to_data(o: Any) -> Any:
+    """The JSON value of evidence (see the module docstring)."""
+    if dataclasses.is_dataclass(o) and not isinstance(o, type):
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(o):
+            v, how = getattr(o, f.name), f.metadata.get("json")
+            if how == "flat":
+                out.update(to_data(v) if v is not None else {})
+            elif how != "omitted" or v is not None:
+                out[f.metadata.get("key", f.name)] = to_data(v)
+        return out
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    if isinstance(o, dict):
+        return {k: to_data(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [to_data(v) for v in o]
+    return o

@@ -1,0 +1,124 @@
+"""`numerics`: greedy generations of variant pairs compared for bit-identity, and their KL divergence."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from patchkit.report.evidence import Evidence, Numerics, NumericsData, NumericsRun, Pair
+from patchkit.report.fmt import DASH, Block, bullets, code, gpu_col, logs_line, not_run, num, prefix, table, yes_no
+from patchkit.report.runview import RunView
+
+STEP = "numerics"
+GEN_HEADER = [
+    "pair",
+    "depth",
+    "prompt",
+    "identical",
+    "first diff (char)",
+    "first diff (token)",
+    "sha256 a",
+    "sha256 b",
+]
+KLD_HEADER = ["pair", "mean KLD", "99 % KLD", "max KLD", "same top p"]
+
+
+def _pair(run: RunView, p: dict[str, Any]) -> Pair:
+    gens = [
+        {**g, "log_a": run.log(g.get("log_a")), "log_b": run.log(g.get("log_b"))} for g in p.get("generations") or []
+    ]
+    kld = dict(p["kld"]) if p.get("kld") else None
+    if kld and kld.get("log"):
+        kld["log"] = run.log(kld["log"])
+    return Pair(a=p.get("a"), b=p.get("b"), identical=p.get("identical"), generations=gens, kld=kld)
+
+
+def _run(run: RunView) -> NumericsRun:
+    s = run.step(STEP)
+    e = NumericsRun.of(run, STEP, s)
+    if s is not None and s.data.get("pairs") is not None:
+        e.measured = NumericsData(
+            pairs=[_pair(run, p) for p in s.data["pairs"]],
+            depths=s.data.get("depths"),
+            prompts=s.data.get("prompts"),
+            n_predict=s.data.get("n_predict"),
+        )
+    return e
+
+
+def evidence(runs: list[RunView], order: list[str]) -> Numerics:
+    return Numerics(runs=[_run(r) for r in runs])
+
+
+def _summary(pre: str, pair: str, p: Pair) -> str:
+    n_diff = sum(1 for g in p.generations if g.get("identical") is False)
+    n_err = sum(1 for g in p.generations if g.get("identical") is None)
+    s = f"{pre}{pair}: " + ("bit-identical" if p.identical else "not bit-identical")
+    return (
+        s
+        + f" ({n_diff} of {len(p.generations)} generations differ"
+        + (f", {n_err} not compared" if n_err else "")
+        + ")."
+    )
+
+
+def _gen_row(gpu: list[str], pair: str, g: dict[str, Any]) -> list[str]:
+    ident = (
+        yes_no(g.get("identical"))
+        if g.get("identical") is not None
+        else "not compared" + (f": {g['error']}" if g.get("error") else "")
+    )
+    return [
+        *gpu,
+        pair,
+        str(g.get("depth")),
+        str(g.get("prompt")),
+        ident,
+        DASH if g.get("first_diff_char") is None else str(g["first_diff_char"]),
+        DASH if g.get("first_diff_token") is None else str(g["first_diff_token"]),
+        code(str(g.get("sha256_a"))[:12]) if g.get("sha256_a") else DASH,
+        code(str(g.get("sha256_b"))[:12]) if g.get("sha256_b") else DASH,
+    ]
+
+
+def _kld_row(gpu: list[str], pair: str, k: dict[str, Any] | None) -> list[str]:
+    if not k:
+        return [*gpu, pair, "not measured", DASH, DASH, DASH]
+    if "mean" not in k:
+        return [*gpu, pair, "not measured" + (f": {k['error']}" if k.get("error") else ""), DASH, DASH, DASH]
+    return [
+        *gpu,
+        pair,
+        num(k.get("mean"), "kld"),
+        num(k.get("p99"), "kld"),
+        num(k.get("max"), "kld"),
+        DASH if k.get("same_top_p") is None else num(k["same_top_p"], "pct"),
+    ]
+
+
+def markdown(ev: Evidence, multi: bool) -> list[Block]:
+    runs = ev.numerics.runs
+    have = [(e, e.measured) for e in runs if e.measured is not None]
+    out = not_run([e for e in runs if e.measured is None], multi)
+    if not have:
+        return out
+    gen_rows, kld_rows, logs, kld_logs, summary = [], [], [], [], []
+    for e, m in have:
+        pre, gpu = prefix(multi, e.gpu), gpu_col(multi, e.gpu)
+        logs += e.logs
+        if not m.pairs:
+            summary.append(pre + "no pair compared (no variant besides base).")
+        for p in m.pairs:
+            pair = f"{code(p.a)} vs {code(p.b)}"
+            summary.append(_summary(pre, pair, p))
+            for g in p.generations:
+                logs += [g.get("log_a"), g.get("log_b")]
+                gen_rows.append(_gen_row(gpu, pair, g))
+            if p.kld:
+                kld_logs.append(p.kld.get("log"))
+            kld_rows.append(_kld_row(gpu, pair, p.kld))
+    out += [bullets(summary)] if summary else []
+    if gen_rows:
+        out += [table([*gpu_col(multi, "GPU"), *GEN_HEADER], gen_rows), logs_line(logs)]
+    if kld_rows:
+        out += [table([*gpu_col(multi, "GPU"), *KLD_HEADER], kld_rows), logs_line(kld_logs)]
+    return out

@@ -1,0 +1,87 @@
+"""`bench:path`: the kernels each variant launches per case (Nsight Compute), and whether base's are kept.
+
+Older results.json files store the step as `kernel-path` (RunView.step accepts both names). The report
+still names it SHOWN, as it always has, so that reports of stored runs keep their bytes.
+"""
+
+from __future__ import annotations
+
+from patchkit.report.evidence import Evidence, KernelPath, PathCase, PathData, PathRun
+from patchkit.report.fmt import DASH, Block, code, gpu_col, logs_line, not_run, pct, prefix, state_label, table, text
+from patchkit.report.runview import RunView, ordered
+
+STEP = "bench:path"
+SHOWN = "kernel-path"  # the step's name in the report's text
+
+
+def _run(run: RunView, order: list[str]) -> PathRun:
+    s = run.step(STEP)
+    e = PathRun.of(run, SHOWN, s)
+    if s is not None and s.data.get("cases") is not None:
+        cases = []
+        for c in s.data["cases"]:
+            vs = c.get("variants") or {}
+            cases.append(
+                PathCase(
+                    params=str(c.get("params")), variants={v: [dict(k) for k in vs[v]] for v in ordered(vs, order)}
+                )
+            )
+        e.measured = PathData(cases=cases, launch_count=s.data.get("launch_count"))
+    return e
+
+
+def evidence(runs: list[RunView], order: list[str]) -> KernelPath:
+    return KernelPath(runs=[_run(r, order) for r in runs])
+
+
+def kernel_name(name: str) -> str:
+    """'void flash_attn_ext_f16<256, 256, 8>(const char*, ...)' -> 'flash_attn_ext_f16<256, 256, 8>'."""
+    s = name.removeprefix("void ")
+    depth = 0
+    for i, ch in enumerate(s):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif ch == "(" and depth == 0 and i > 0:
+            return s[:i]
+    return s
+
+
+def _rows(gpu: list[str], c: PathCase) -> list[list[str]]:
+    base = {k["name"] for k in c.variants.get("base") or []}
+    rows = []
+    for v, ks in c.variants.items():
+        names = {k["name"] for k in ks}
+        same = DASH if v == "base" or not base else ("same kernels as base" if names == base else "differs from base")
+        kern = "; ".join(f"{code(kernel_name(k['name']))} ×{k['count']}, {pct(100 * k['share'])}" for k in ks) or DASH
+        rows.append([*gpu, code(c.short), code(v), kern, same])
+    return rows
+
+
+def markdown(ev: Evidence, multi: bool) -> list[Block]:
+    runs = ev.kernel_path.runs
+    have = [(e, e.measured) for e in runs if e.measured is not None]
+    out = not_run([e for e in runs if e.measured is None], multi)
+    if not have:
+        return out
+    rows, logs = [], []
+    for e, m in have:
+        logs += e.logs
+        if e.status in ("fail", "error"):
+            out.append(text(prefix(multi, e.gpu) + "step result: " + state_label(e.status, e.reason)))
+        for c in m.cases:
+            rows += _rows(gpu_col(multi, e.gpu), c)
+    if rows:
+        header = [*gpu_col(multi, "GPU"), "case", "variant", "kernels (launches, share of time)", "path"]
+        out.append(table(header, rows))
+    out.append(logs_line(logs))
+    counts = sorted({str(m.launch_count) for _, m in have if m.launch_count})
+    out.append(
+        text(
+            "Kernels named by Nsight Compute (`ncu`)"
+            + (f", first {', '.join(counts)} launches per variant and case" if counts else "")
+            + "; share = kernel time / all profiled kernel time."
+        )
+    )
+    return out

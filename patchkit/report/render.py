@@ -1,0 +1,95 @@
+"""Rendering the evidence: markdown through templates/pr.md.j2, JSON, and decode.png (patchkit.report.plot)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jinja2
+
+import patchkit.report.attribution as attribution
+import patchkit.report.hardware as hardware
+import patchkit.report.not_tested as not_tested
+import patchkit.report.plot as plot
+from patchkit.errors import ReportError, ResultsError
+from patchkit.report.collect import evidence
+from patchkit.report.evidence import Evidence
+from patchkit.report.fmt import NOT_PROVIDED, Block, code
+from patchkit.report.prose import additional
+from patchkit.report.sections import SECTIONS
+from patchkit.results import Bundle
+from patchkit.workspace import write_atomic
+
+PLOT_FILE = "decode.png"
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+FORMATS = ("md", "json")
+
+
+def blocks(ev: Evidence) -> dict[str, list[Block]]:
+    """Each template slot's blocks: hardware, the step sections (SECTIONS, in order), attribution, not tested."""
+    multi = ev.multi
+    out = {"hardware": hardware.markdown(ev)}
+    for s in SECTIONS.values():
+        out.setdefault(s.slot, []).extend(s.markdown(ev, multi))
+    out["attribution"] = attribution.markdown(ev, multi)
+    out["not_tested"] = not_tested.markdown(ev)
+    return out
+
+
+def render_markdown(ev: Evidence) -> str:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    p = ev.prose
+    return env.get_template("pr.md.j2").render(
+        title=p.title or NOT_PROVIDED,
+        overview=p.overview or NOT_PROVIDED,
+        ai_disclosure=p.ai_disclosure or NOT_PROVIDED,
+        notes=p.notes,
+        patches=additional(ev),
+        s=blocks(ev),
+        missing_logs=[code(m) for m in ev.missing_logs],
+        gpus=[r.gpu for r in ev.runs],
+        multi=ev.multi,
+    )
+
+
+def decode_png(ev: Evidence) -> bytes | None:
+    series = plot.decode_series(ev)
+    return plot.decode_png(series) if series else None
+
+
+def render(bundles: list[Bundle], fmt: str = "md", out_dir: Path | None = None, *, force: bool = False) -> str:
+    """The report as text (fmt 'md' or 'json'). With out_dir, the decode plot is written there as
+    decode.png (atomically) and linked from the markdown; without, no plot is written or linked."""
+    if fmt not in FORMATS:
+        raise ReportError(f"unknown report format {fmt!r} (md or json)")
+    ev = evidence(bundles, force=force)
+    if out_dir is not None:
+        png = decode_png(ev)
+        if png is not None:
+            write_atomic(Path(out_dir) / PLOT_FILE, png)
+            ev.plot = PLOT_FILE
+    return ev.to_json() if fmt == "json" else render_markdown(ev)
+
+
+def report_main(run_paths: list[Path], fmt: str = "md", out: Path | None = None, *, force: bool = False) -> int:
+    """`patchkit report`: open the run folders, merge, render; write `out` (and decode.png beside it)
+    atomically, or print to stdout when out is None (no plot then). Returns the exit code (0)."""
+    bundles = []
+    for p in run_paths:
+        try:
+            bundles.append(Bundle.open(Path(p)))
+        except ResultsError as e:
+            raise ReportError(str(e)) from None
+    out = Path(out) if out is not None else None
+    text = render(bundles, fmt, out.parent if out is not None else None, force=force)
+    if out is None:
+        print(text, end="")
+    else:
+        write_atomic(out, text)
+    return 0

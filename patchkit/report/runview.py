@@ -1,0 +1,142 @@
+"""The report's read-only view of one run folder: its results bundle, environment, GPU label and log prefix.
+
+Steps are looked up through `RunView.step`, which calls `results.Bundle.step` and accepts the old name of
+a renamed step (STEP_ALIASES: `bench:path` was stored as `kernel-path` in older results.json files).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from patchkit.errors import ReportError
+from patchkit.results import Bundle, Step
+
+# a step's current name -> the names older results.json files stored it under
+STEP_ALIASES: dict[str, tuple[str, ...]] = {"bench:path": ("kernel-path",)}
+
+
+@dataclass
+class RunView:
+    bundle: Bundle
+    env: dict[str, Any]
+    gpu: str = ""
+    prefix: str = ""  # "" for a single run; "<run_id>/" when several runs are merged
+    missing_logs: list[str] = field(default_factory=list)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.bundle.data
+
+    @property
+    def run_id(self) -> str:
+        return str(self.data.get("run_id") or self.bundle.path.name)
+
+    @property
+    def where(self) -> str:
+        return str(self.bundle.path / "results.json")
+
+    @property
+    def step_names(self) -> list[str]:
+        """The names of the steps stored in this run, sorted."""
+        return sorted(self.data.get("steps") or {})
+
+    def step(self, name: str) -> Step | None:
+        """The step `name` (or its old name, STEP_ALIASES), None if this run has none; ReportError if malformed."""
+        stored = self.step_names
+        for n in (name, *STEP_ALIASES.get(name, ())):
+            if n not in stored:
+                continue
+            try:
+                return self.bundle.step(n)
+            except (KeyError, TypeError, ValueError) as e:
+                raise ReportError(f"{self.where}: step {n!r} is malformed: {e}") from None
+        return None
+
+    def steps(self, prefix: str) -> list[Step]:
+        """The steps whose names start with prefix ('build:'), by name."""
+        return [s for n in self.step_names if n.startswith(prefix) and (s := self.step(n))]
+
+    def log(self, rel: str | None) -> str | None:
+        """The log path as the report shows it; a log missing on disk is remembered (and flagged)."""
+        if not rel:
+            return None
+        path = Path(rel)
+        if path.is_absolute():  # e.g. the log of a build reused from an earlier run
+            root = self.bundle.path.resolve()
+            if not path.resolve().is_relative_to(root):
+                return f"{path.name} (outside the run folder)"
+            rel = str(path.resolve().relative_to(root))
+        shown = f"{self.prefix}{rel}"
+        if not (self.bundle.path / rel).is_file() and shown not in self.missing_logs:
+            self.missing_logs.append(shown)
+        return shown
+
+    def logs(self, rels: list[str] | None) -> list[str]:
+        out: list[str] = []
+        for r in rels or []:
+            s = self.log(r)
+            if s and s not in out:
+                out.append(s)
+        return out
+
+    @property
+    def variant_names(self) -> list[str]:
+        return [str(v.get("name")) for v in self.data.get("variants") or [] if v.get("name")]
+
+
+def gpu_label(env: dict[str, Any]) -> str:
+    g = env.get("gpu") or {}
+    if g.get("name"):
+        return str(g["name"])
+    cpu = (env.get("cpu") or {}).get("model")
+    return f"CPU only ({cpu})" if cpu else "CPU only"
+
+
+def open_runs(bundles: list[Bundle]) -> list[RunView]:
+    """One view per bundle, sorted by GPU label then run id; labels made unique, log prefixes set if merged."""
+    if not bundles:
+        raise ReportError("no run to report on (give one or more run folders)")
+    runs = []
+    for b in bundles:
+        try:
+            env = b.env
+        except ValueError as e:
+            raise ReportError(f"{b.path / 'env.json'}: not valid JSON: {e}") from None
+        env = env if isinstance(env, dict) else {}
+        runs.append(RunView(bundle=b, env=env, gpu=gpu_label(env)))
+    runs.sort(key=lambda r: (r.gpu, r.run_id))
+    ids = [r.run_id for r in runs]
+    if len(set(ids)) != len(ids):
+        raise ReportError(f"the same run was given twice ({', '.join(sorted({i for i in ids if ids.count(i) > 1}))})")
+    labels = [r.gpu for r in runs]
+    for r in runs:
+        if labels.count(r.gpu) > 1:
+            r.gpu = f"{r.gpu} [{r.run_id}]"
+        if len(runs) > 1:
+            r.prefix = f"{r.run_id}/"
+    return runs
+
+
+def variant_order(runs: list[RunView]) -> list[str]:
+    """All variant names, in the runs' order, base first."""
+    out: list[str] = []
+    for r in runs:
+        for n in r.variant_names:
+            if n not in out:
+                out.append(n)
+    return out if "base" not in out else ["base", *[n for n in out if n != "base"]]
+
+
+def ordered(names: Any, order: list[str]) -> list[str]:
+    """names in the variant order, names not in it after them (sorted)."""
+    names = list(names)
+    return [n for n in order if n in names] + sorted(n for n in names if n not in order)
+
+
+def need(d: Any, key: str, where: str) -> Any:
+    """d[key], or a ReportError naming where it is missing."""
+    if not isinstance(d, dict) or key not in d:
+        raise ReportError(f"{where}: missing '{key}'")
+    return d[key]

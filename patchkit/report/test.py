@@ -1,0 +1,158 @@
+"""`test:<suite>`: test-backend-ops per variant and backend, failing cases and the diff against base."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from patchkit.report.evidence import Backend, Evidence, StepState, Suite, TestData, TestRun, Tests, TestVariant
+from patchkit.report.fmt import (
+    DASH,
+    Block,
+    bullets,
+    code,
+    gpu_col,
+    heading,
+    logs_line,
+    not_run,
+    prefix,
+    state_label,
+    table,
+    text,
+)
+from patchkit.report.runview import RunView, ordered
+
+STEP = "test:"
+DIFF_KEYS = ("new_failures", "fixed", "disappeared", "appeared")
+HEADER = ["variant", "result", "backend", "backend result", "passed/total", "not supported", "failing"]
+
+
+def _variant(run: RunView, name: str, x: dict[str, Any]) -> TestVariant:
+    return TestVariant(
+        variant=name,
+        status=x.get("status"),
+        reason=x.get("reason") or "",
+        log=run.log(x.get("log")),
+        seconds=x.get("seconds"),
+        n_ok=x.get("n_ok"),
+        n_fail=x.get("n_fail"),
+        n_not_supported=x.get("n_not_supported"),
+        backends=[
+            Backend(
+                name=b.get("name"),
+                status=b.get("status"),
+                tests_passed=b.get("tests_passed"),
+                tests_total=b.get("tests_total"),
+                failing=list(b.get("failing") or []),
+            )
+            for b in x.get("backends") or []
+        ],
+    )
+
+
+def _run(run: RunView, suite: str, order: list[str]) -> TestRun:
+    name = f"{STEP}{suite}"
+    s = run.step(name)
+    e = TestRun.of(run, name, s)
+    if s is not None and s.data:
+        d = s.data
+        vs = d.get("variants") or {}
+        diff = d.get("diff") or {}
+        e.measured = TestData(
+            args=[str(a) for a in d.get("args") or []],
+            backend=d.get("backend"),
+            variants=[_variant(run, v, vs[v]) for v in ordered(vs, order)],
+            diff={v: {k: list(diff[v].get(k) or []) for k in DIFF_KEYS} for v in ordered(diff, order)},
+        )
+    return e
+
+
+def evidence(runs: list[RunView], order: list[str]) -> Tests:
+    """Every suite any run has, with each run's result (absent where a run lacks it)."""
+    suites = sorted({n.split(":", 1)[1] for r in runs for n in r.step_names if n.startswith(STEP)})
+    out = Tests(suites=[Suite(suite=suite, runs=[_run(r, suite, order) for r in runs]) for suite in suites])
+    if not suites:
+        out.runs = [StepState(gpu=r.gpu, status="absent", reason=f"no `{STEP}*` step in this run") for r in runs]
+    return out
+
+
+def _variant_result(v: TestVariant) -> str:
+    return "passed" if v.status == "ok" else state_label(v.status, v.reason)
+
+
+def _passed(b: Backend) -> str:
+    return DASH if b.tests_total is None else f"{b.tests_passed}/{b.tests_total}"
+
+
+def _backend_result(b: Backend) -> str:
+    return {
+        "ok": "ok",
+        "fail": "FAIL",
+        "skipped": "skipped",
+        "not_run": "not run (0 cases)",
+        "incomplete": "incomplete",
+    }.get(str(b.status), str(b.status))
+
+
+def _rows(gpu: list[str], v: TestVariant) -> list[list[str]]:
+    """One row per backend of a variant (one row of dashes if it has none)."""
+    ns = DASH if v.n_not_supported is None else str(v.n_not_supported)
+    if not v.backends:
+        return [[*gpu, code(v.variant), _variant_result(v), DASH, DASH, DASH, ns, DASH]]
+    rows = []
+    for b in v.backends:
+        ran = b.status not in ("skipped", "not_run")  # the variant's counts belong to the backend that ran
+        rows.append(
+            [
+                *gpu,
+                code(v.variant),
+                _variant_result(v),
+                b.name,
+                _backend_result(b),
+                _passed(b),
+                ns if ran else DASH,
+                str(len(b.failing)) if ran else DASH,
+            ]
+        )
+    return rows
+
+
+def _diff_line(pre: str, v: str, d: dict[str, list[str]]) -> str:
+    parts = [f"{k.replace('_', ' ')} ({len(d[k])}): " + ", ".join(code(x) for x in d[k]) for k in DIFF_KEYS if d[k]]
+    return f"{pre}{code(v)} vs `base`: " + (
+        "; ".join(parts) if parts else "no new failures, no fixed, disappeared or appeared cases"
+    )
+
+
+def _suite(s: Suite, multi: bool) -> list[Block]:
+    rows, logs, failing, diffs, notes = [], [], [], [], []
+    for e in s.runs:
+        pre = prefix(multi, e.gpu)
+        logs += e.logs
+        m = e.measured
+        if m is None:
+            notes.append(pre + state_label(e.status, e.reason))
+            continue
+        notes.append(
+            pre + f"arguments {code(' '.join(m.args))}" + (f", backend {code(m.backend)}" if m.backend else "") + "."
+        )
+        if e.status in ("fail", "error"):
+            notes.append(pre + "step result: " + state_label(e.status, e.reason))
+        for v in m.variants:
+            logs.append(v.log)
+            rows += _rows(gpu_col(multi, e.gpu), v)
+            failing += [f"{pre}{code(v.variant)} on {b.name}: {code(f)}" for b in v.backends for f in b.failing]
+        diffs += [_diff_line(pre, v, d) for v, d in m.diff.items()]
+    out = [heading(f"`{STEP}{s.suite}`"), *[text(n) for n in notes]]
+    if rows:
+        out += [table([*gpu_col(multi, "GPU"), *HEADER], rows), logs_line(logs)]
+    if failing:
+        out += [text("Failing cases:"), bullets(failing)]
+    if diffs:
+        out += [text("Against base:"), bullets(diffs)]
+    return out
+
+
+def markdown(ev: Evidence, multi: bool) -> list[Block]:
+    if not ev.tests.suites:
+        return not_run(ev.tests.runs or [], multi)
+    return [b for s in ev.tests.suites for b in _suite(s, multi)]
