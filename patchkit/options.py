@@ -58,8 +58,14 @@ class KernelOptions:
     op: str
     params: str
     test_file: str
-    rounds: int
+    rounds: int  # the least rounds of every case (bench:kernel's min samples)
     path_params: str
+    # bench:kernel's adaptive rounds (patchkit.measure.kernel.Timing, docs/kernel-timing.md)
+    max_rounds: int = 10  # a case stops after this many rounds even if not settled
+    max_noise: float = 0.005  # settled: relative stdev of every binary's samples at most this
+    min_time_s: float = 0.5  # settled: at least this much timed time of every binary
+    max_seconds: int = 600  # no new round past this many seconds of test-backend-ops (0: no cap)
+    min_us: int = 1_000_000  # GGML_TEST_PERF_MIN_US: each case's least timed time per process
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,6 +105,7 @@ class RunOptions:
     skip: tuple[str, ...] = ()  # step kinds or instance names not to run
     check_archs: tuple[str, ...] = ()
     measure_same_code: bool = False  # also measure variants that compile to base's code
+    overlap: bool = True  # builds and CPU steps beside the GPU steps (patchkit.lanes)
     test: TestOptions
     kernel: KernelOptions
     decode: DecodeOptions
@@ -171,6 +178,7 @@ def resolve_run(
         skip=tuple(cli.get("skip") or ()),  # type: ignore[arg-type]
         check_archs=tuple(cli.get("check_arch") or ()),  # type: ignore[arg-type]
         measure_same_code=bool(cli.get("measure_same_code")),
+        overlap=not cli.get("no_overlap"),
         test=TestOptions(
             suites=suites,
             filter=str(cli.get("filter") or ""),
@@ -184,6 +192,21 @@ def resolve_run(
             test_file=str(cli.get("test_file") or k.test_file),
             rounds=_int(cli.get("rounds") or k.rounds, "--rounds", minimum=1),
             path_params=k.path_params,
+            max_rounds=_int(
+                _pick(cli, "kernel_max_rounds", environ, getattr(k, "max_rounds", KernelOptions.max_rounds)),
+                "--kernel-max-rounds / PATCHKIT_KERNEL_MAX_ROUNDS",
+                minimum=1,
+            ),
+            max_noise=float(getattr(k, "max_noise", KernelOptions.max_noise)),
+            min_time_s=float(getattr(k, "min_time_s", KernelOptions.min_time_s)),
+            max_seconds=_int(
+                _pick(cli, "kernel_max_seconds", environ, getattr(k, "max_seconds", KernelOptions.max_seconds)),
+                "--kernel-max-seconds / PATCHKIT_KERNEL_MAX_SECONDS",
+            ),
+            min_us=_int(
+                _pick(cli, "kernel_min_us", environ, getattr(k, "min_us", KernelOptions.min_us)),
+                "--kernel-min-us / PATCHKIT_KERNEL_MIN_US",
+            ),
         ),
         decode=DecodeOptions(
             depths=tuple(cli.get("depths") or d.depths),  # type: ignore[arg-type]

@@ -12,10 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from patchkit import build as build_mod
-from patchkit import compiled, series, source, steps
 from patchkit import env as env_mod
+from patchkit import lanes, series, source, steps
 from patchkit.errors import ApplyError, PatchkitError, ResultsError
-from patchkit.measure.tool import Bins, Built
+from patchkit.measure.tool import Built
 from patchkit.options import Context, RunOptions
 from patchkit.recipe import Recipe
 from patchkit.results import Bundle, Status, Step, new_run_id
@@ -128,50 +128,6 @@ def record(bundle: Bundle, step: Step) -> Step:
     return step
 
 
-def build(ctx: Context, bundle: Bundle, base, states, opts: RunOptions) -> list[Bins]:
-    """`build:<config>`: every variant with CMake + Ninja (reused where its key is unchanged)."""
-    b = opts.build
-    name = f"build:{b.config}"
-    t0 = time.monotonic()
-    results = build_mod.build_variants(ctx.recipe, base, ctx.ws, states, b, logs=bundle.raw)
-    prev = bundle.step(name)
-    if prev is None or prev.status != Status.OK:
-        logs = [bundle.rel(Path(r.log)) for r in results if not r.reused and Path(r.log).is_relative_to(bundle.path)]
-        fresh = [r for r in results if not r.reused]
-        step = Step(
-            name=name,
-            status=Status.OK,
-            seconds=round(sum(r.seconds for r in fresh), 1),
-            logs=logs,
-            data={
-                "options": b.key_material(),
-                "cmake_args": list(build_mod.toolchain(b).cmake_args),
-                "variants": [r.to_dict() for r in results],
-                "same_code": same_code(ctx, states, b),
-            },
-        )
-        bundle.record(step)
-        reused = len(results) - len(fresh)
-        what = f"built {len(fresh)} in {step.seconds:.0f} s" if fresh else "nothing to build"
-        print(f"[{name}] ok: {what}{f', {reused} reused' if reused else ''} ({time.monotonic() - t0:.0f} s)")
-    return [Bins(variant=r.variant, dir=Path(r.bin_dir)) for r in results]
-
-
-def same_code(ctx: Context, states: list[series.VariantState], b: build_mod.BuildOptions) -> dict[str, str]:
-    """variant -> why it compiles to base's code in this configuration (patchkit.compiled)."""
-    if len(states) < 2 or states[0].name != "base":
-        return {}
-    root = build_mod.build_root(ctx.ws, ctx.recipe, b)
-    inputs = compiled.compiled_inputs(root / "build", root / "tree", b.targets, build_mod.toolchain(b).env)
-    tree = ctx.ws.variants(ctx.recipe.name) / "base"
-    out = {}
-    for s in states[1:]:
-        why = compiled.same_code_reason(compiled.changed_files(tree, states[0].head, s.head), inputs, b.config)
-        if why:
-            out[s.name] = why
-    return out
-
-
 def wanted(recipe: Recipe, opts: RunOptions) -> list[tuple[steps.StepKind, str]]:
     """(kind, step name) of every step this command runs, in pipeline order, less --skip."""
     out = []
@@ -211,30 +167,42 @@ def _diff(old: dict, new: dict) -> str:
 
 
 def run(ctx: Context, opts: RunOptions, *, label: str) -> Bundle:
-    """fetch -> apply -> build -> the selected measurement steps, recorded in one run folder."""
+    """fetch -> apply -> build -> the selected steps, recorded in one run folder. Builds and CPU steps
+    run on the CPU lane beside the GPU steps (patchkit.lanes) unless `opts.overlap` is off."""
     todo = wanted(ctx.recipe, opts)
     base = fetch(ctx)
     states = apply(ctx, base, only=opts.variants, leave_one_out=opts.leave_one_out, force=opts.force)
     bundle = open_bundle(ctx, base, states, opts, label=label)
-    bins = build(ctx, bundle, base, states, opts)
-    build_step = bundle.step(f"build:{opts.build.config}")
-    built = Built(
-        ctx=ctx,
-        base=base,
-        bundle=bundle,
-        states=tuple(states),
-        bins=tuple(bins),
-        backend=opts.build.backend,
-        same_code={} if opts.measure_same_code or build_step is None else build_step.data.get("same_code", {}),
-    )
-    for kind, name in todo:
-        inputs = kind.inputs(built, opts, name)
-        if not _todo(bundle, name, inputs, opts):
-            continue
-        step = timed(name, lambda kind=kind, name=name: kind.run(built, opts, name))
-        step.data.setdefault("inputs", _jsonable(inputs))
-        record(bundle, step)
+    t0, started = time.monotonic(), lanes.now()
+    lane = lanes.BuildLane(ctx, bundle, base, states, opts, record).start()
+    built = Built(ctx=ctx, base=base, bundle=bundle, states=tuple(states), variants=lane, backend=opts.build.backend)
+    try:
+        gpu = []
+        for kind, name in todo:
+            if kind.resource == steps.Resource.CPU:
+                lane.add(lambda kind=kind, name=name: _one(built, opts, kind, name))
+            else:
+                gpu.append((kind, name))
+        if not opts.overlap:
+            lane.finish()
+        for kind, name in gpu:
+            _one(built, opts, kind, name)
+    finally:
+        lane.finish()
+    bundle.set_meta(timeline={"started": started, "wall_s": round(time.monotonic() - t0, 1), "overlap": opts.overlap})
     return bundle
+
+
+def _one(built: Built, opts: RunOptions, kind: steps.StepKind, name: str) -> None:
+    """Run one step unless done earlier, timed and recorded with its start and resource."""
+    inputs = kind.inputs(built, opts, name)
+    if not _todo(built.bundle, name, inputs, opts):
+        return
+    started = lanes.now()
+    step = timed(name, lambda: kind.run(built, opts, name))
+    step.data.setdefault("inputs", _jsonable(inputs))
+    step.started, step.resource = started, kind.resource.value
+    record(built.bundle, step)
 
 
 def exit_status(bundle: Bundle, names: list[str], *, not_run_ok: bool) -> int:

@@ -18,6 +18,7 @@ import enum
 import glob
 import os
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -28,6 +29,7 @@ from patchkit.errors import LockError, ResultsError
 from patchkit.workspace import read_json, safe_component, take_lock, write_json
 
 SCHEMA = 1
+_SAVING = threading.RLock()  # one writer of results.json at a time within this process
 LEGACY_STEP_NAMES = {"kernel-path": "bench:path"}
 
 
@@ -47,7 +49,9 @@ class Step:
     status: Status
     reason: str = ""
     seconds: float = 0.0
+    started: str = ""  # UTC, ISO 8601 with milliseconds (the timeline); '' in older runs
     finished: str = ""
+    resource: str = ""  # cpu | gpu: what the step held (patchkit.steps.Resource)
     logs: list[str] = field(default_factory=list)  # paths relative to the run folder
     data: dict[str, Any] = field(default_factory=dict)
 
@@ -138,7 +142,8 @@ class Bundle:
         self.close()
 
     def save(self) -> None:
-        write_json(self.path / "results.json", self.data)
+        with _SAVING:
+            write_json(self.path / "results.json", self.data)
 
     @property
     def raw(self) -> Path:
@@ -188,14 +193,16 @@ class Bundle:
         return Step.load(d) if d else None
 
     def record(self, step: Step) -> Step:
-        step.finished = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-        self.data["steps"][step.name] = step.serialize()
-        self.save()
+        with _SAVING:  # the CPU and GPU lanes of one run both record (patchkit.lanes)
+            step.finished = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+            self.data["steps"][step.name] = step.serialize()
+            self.save()
         return step
 
     def set_meta(self, **kw: Any) -> None:
-        self.data.update(kw)
-        self.save()
+        with _SAVING:
+            self.data.update(kw)
+            self.save()
 
     @property
     def env(self) -> dict[str, Any]:

@@ -113,6 +113,11 @@ def _run_common(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also measure variants that compile to base's code here (default: not measured, and the report says so)",
     )
+    p.add_argument(
+        "--no-overlap",
+        action="store_true",
+        help="run builds and compile checks before the GPU steps instead of beside them",
+    )
 
 
 def _test_opts(p: argparse.ArgumentParser) -> None:

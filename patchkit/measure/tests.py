@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
+from collections.abc import Iterable
 
 from patchkit import parsers, proc
 from patchkit.errors import ParseError, ToolNotFound
@@ -18,8 +20,9 @@ from patchkit.results import Bundle, Status, Step
 
 def run_tests(
     bundle: Bundle,
-    bins: list[Bins],
+    bins: Iterable[Bins],
     *,
+    expected: int = 0,
     suite: str,
     args: tuple[str, ...],
     backend: str,
@@ -30,10 +33,13 @@ def run_tests(
     per: dict[str, dict] = {}
     logs: list[str] = []
     cases: dict[str, dict[str, str]] = {}
-    per_variant = None if bundle.replay or not bins else count_cases(bins[0], backend, args)
-    total = per_variant * len(bins) if per_variant else None
-    with Progress(f"test:{suite}", total=total, unit="case", what=", ".join(b.variant for b in bins)) as bar:
-        for b in bins:
+    bins = iter(bins)
+    first = next(bins, None)
+    per_variant = None if bundle.replay or first is None else count_cases(first, backend, args)
+    n = expected or 1
+    total = per_variant * n if per_variant else None
+    with Progress(f"test:{suite}", total=total, unit="case", what=f"{n} variants as they are built") as bar:
+        for b in itertools.chain([first] if first else [], bins):
             bar.note(b.variant)
             argv = [b.exe("test-backend-ops"), "test", "-b", backend, *args]
             if jobs:
@@ -119,12 +125,12 @@ def _record_variant(per: dict, cases: dict, b: Bins, done, why: str, log, bundle
 def step(built: Built, opts: RunOptions, name: str) -> Step:
     """`test:<suite>`: the suite's test-backend-ops arguments from the recipe, plus the user's filter."""
     suite = name.split(":", 1)[1]
-    bins = built.measured
-    if opts.test.variants:
-        bins = [b for b in bins if b.variant in opts.test.variants]
+    wanted = set(opts.test.variants)
+    bins = (b for b in built.variants.stream() if not wanted or b.variant in wanted)  # each as soon as built
     step = run_tests(
         built.bundle,
         bins,
+        expected=len(wanted) or len(built.states),
         suite=suite,
         args=inputs(built, opts, name)["args"],
         backend=opts.device,

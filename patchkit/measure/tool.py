@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from patchkit import parsers, proc
 from patchkit.errors import ParseError, ToolNotFound
@@ -14,28 +15,65 @@ from patchkit.series import VariantState
 from patchkit.source import BaseInfo
 
 
+class Variants(Protocol):
+    """The built variants as a step sees them: all of them (once built), or each as soon as built."""
+
+    def all(self) -> list[Bins]: ...
+
+    def stream(self) -> Iterator[Bins]: ...
+
+    def same_code(self) -> dict[str, str]: ...
+
+
+@dataclass(frozen=True)
+class FixedVariants:
+    """Variants that are all built already."""
+
+    bins: tuple[Bins, ...]
+    same: dict[str, str] = field(default_factory=dict)
+
+    def all(self) -> list[Bins]:
+        return list(self.bins)
+
+    def stream(self) -> Iterator[Bins]:
+        yield from (b for b in self.bins if b.variant not in self.same)
+
+    def same_code(self) -> dict[str, str]:
+        return dict(self.same)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Built:
-    """What every measurement step gets: the run folder, the recipe and work folder, the base, and the
-    built variants (base first)."""
+    """What every measurement step gets: the run folder, the recipe and work folder, the base, the
+    variant trees and the built variants (base first)."""
 
     ctx: Context
     base: BaseInfo
     bundle: Bundle
     states: tuple[VariantState, ...]  # the variant trees (base first)
-    bins: tuple[Bins, ...]
+    variants: Variants
     backend: str  # cuda | cpu
-    same_code: dict[str, str] = field(default_factory=dict)  # variant -> why it compiles to base's code
+
+    @property
+    def bins(self) -> list[Bins]:
+        return self.variants.all()
+
+    @property
+    def same_code(self) -> dict[str, str]:
+        """variant -> why it compiles to base's code (it is not measured)."""
+        return self.variants.same_code()
 
     @property
     def measured(self) -> list[Bins]:
         """The variants worth measuring: all but those that compile to base's code."""
-        return [b for b in self.bins if b.variant not in self.same_code]
+        same = self.same_code
+        return [b for b in self.bins if b.variant not in same]
 
     def nothing_to_compare(self, name: str) -> Step | None:
         """A `not run` step when every patched variant compiles to base's code (nothing to compare)."""
-        if self.same_code and len(self.measured) < 2:
-            why = "; ".join(sorted(set(self.same_code.values())))
+        same = self.same_code
+        if same and len(self.measured) < 2:
+            why = "; ".join(sorted(set(same.values())))
             return Step(name=name, status=Status.NOT_RUN, reason=f"nothing to compare: {why}")
         return None
 

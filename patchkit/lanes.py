@@ -1,0 +1,168 @@
+"""CPU work beside GPU work: the build lane.
+
+One thread builds the variants one after the other (base first), hands each to the GPU lane as soon
+as it is built, records the `build:<config>` step, and then runs the CPU steps (compile checks for
+other arches) while the GPU lane (the caller's thread) measures. Steps that time kernels therefore
+run while compiles load the CPU; the A/A copy of base is timed in the same rounds, so that noise shows
+in the noise floor. With `overlap=False` the GPU lane starts only when the CPU lane is done.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from patchkit import build as build_mod
+from patchkit import compiled, series, source
+from patchkit.measure.tool import Bins
+from patchkit.options import Context, RunOptions
+from patchkit.results import Bundle, Status, Step
+
+
+def now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+class BuildLane:
+    """The variants as they get built (`stream`, `all`), which of them compile to base's code
+    (`same_code`), and a queue of CPU steps run after the builds."""
+
+    def __init__(
+        self,
+        ctx: Context,
+        bundle: Bundle,
+        base: source.BaseInfo,
+        states: list[series.VariantState],
+        opts: RunOptions,
+        record: Callable[[Bundle, Step], Step],
+    ):
+        self.ctx, self.bundle, self.base, self.states, self.opts = ctx, bundle, base, states, opts
+        self.record = record
+        self._cond = threading.Condition()
+        self._built: list[Bins] = []
+        self._same: dict[str, str] = {}
+        self._builds_done = False
+        self._error: BaseException | None = None
+        self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="cpu-lane", daemon=True)
+
+    # --- the CPU lane's thread
+
+    def start(self) -> BuildLane:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            self._build_all()
+            while (job := self._queue.get()) is not None:
+                job()
+        except BaseException as e:  # handed to the GPU lane, which raises it
+            with self._cond:
+                self._error = e
+                self._cond.notify_all()
+        finally:
+            with self._cond:
+                self._builds_done = True
+                self._cond.notify_all()
+
+    def _build_all(self) -> None:
+        b, ctx = self.opts.build, self.ctx
+        name = f"build:{b.config}"
+        started, t0 = now(), time.monotonic()
+        results, inputs = [], None
+        for i, st in enumerate(self.states):
+            r = build_mod.build_variants(ctx.recipe, self.base, ctx.ws, [st], b, logs=self.bundle.raw)[0]
+            results.append(r)
+            why = ""
+            if i == 0 and st.name == "base" and len(self.states) > 1:
+                root = build_mod.build_root(ctx.ws, ctx.recipe, b)
+                env = build_mod.toolchain(b).env
+                inputs = compiled.compiled_inputs(root / "build", root / "tree", b.targets, env)
+            elif inputs:
+                tree = ctx.ws.variants(ctx.recipe.name) / "base"
+                changed = compiled.changed_files(tree, self.states[0].head, st.head)
+                why = compiled.same_code_reason(changed, inputs, b.config)
+            with self._cond:
+                self._built.append(Bins(variant=r.variant, dir=Path(r.bin_dir)))
+                if why:
+                    self._same[r.variant] = why
+                self._cond.notify_all()
+        prev = self.bundle.step(name)
+        if prev is None or prev.status != Status.OK:
+            self._record_build(name, results, started, t0)
+        with self._cond:
+            self._builds_done = True
+            self._cond.notify_all()
+
+    def _record_build(self, name: str, results: list, started: str, t0: float) -> None:
+        b, bundle = self.opts.build, self.bundle
+        fresh = [r for r in results if not r.reused]
+        logs = [bundle.rel(Path(r.log)) for r in fresh if Path(r.log).is_relative_to(bundle.path)]
+        step = Step(
+            name=name,
+            status=Status.OK,
+            seconds=round(sum(r.seconds for r in fresh), 1),
+            started=started,
+            resource="cpu",
+            logs=logs,
+            data={
+                "options": b.key_material(),
+                "cmake_args": list(build_mod.toolchain(b).cmake_args),
+                "variants": [r.to_dict() for r in results],
+                "same_code": dict(self._same),
+            },
+        )
+        bundle.record(step)
+        reused = len(results) - len(fresh)
+        what = f"built {len(fresh)} in {step.seconds:.0f} s" if fresh else "nothing to build"
+        print(f"[{name}] ok: {what}{f', {reused} reused' if reused else ''} ({time.monotonic() - t0:.0f} s)")
+
+    # --- what the GPU lane asks
+
+    def _wait(self, ready: Callable[[], bool]) -> None:
+        with self._cond:
+            self._cond.wait_for(lambda: ready() or self._error is not None or self._builds_done)
+            if self._error is not None:
+                raise self._error
+
+    def all(self) -> list[Bins]:
+        """Every built variant (waits for the builds)."""
+        self._wait(lambda: False)
+        return list(self._built)
+
+    def same_code(self) -> dict[str, str]:
+        """variant -> why it compiles to base's code (waits for the builds); {} with measure_same_code."""
+        self._wait(lambda: False)
+        return {} if self.opts.measure_same_code else dict(self._same)
+
+    def stream(self) -> Iterator[Bins]:
+        """The variants to measure, each as soon as it is built (base first)."""
+        i = 0
+        while True:
+            self._wait(lambda i=i: len(self._built) > i)
+            with self._cond:
+                if i >= len(self._built):
+                    return
+                b = self._built[i]
+                skip = b.variant in self._same and not self.opts.measure_same_code
+            i += 1
+            if not skip:
+                yield b
+
+    # --- CPU steps
+
+    def add(self, job: Callable[[], None]) -> None:
+        """Run `job` on the CPU lane after the builds."""
+        self._queue.put(job)
+
+    def finish(self) -> None:
+        """Wait for the CPU lane to run out of work; its error, if any, is raised here."""
+        self._queue.put(None)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
