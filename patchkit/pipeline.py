@@ -13,13 +13,13 @@ from pathlib import Path
 
 from patchkit import build as build_mod
 from patchkit import env as env_mod
-from patchkit import lanes, series, source, steps
+from patchkit import lanes, series, source, steps, timeline
 from patchkit.errors import ApplyError, PatchkitError, ResultsError
 from patchkit.measure.tool import Built
 from patchkit.options import Context, RunOptions
 from patchkit.recipe import Recipe
 from patchkit.results import Bundle, Status, Step, new_run_id
-from patchkit.workspace import write_json
+from patchkit.workspace import write_atomic, write_json
 
 MARKS = {"ok": "ok", "fail": "FAIL", "not_run": "not run", "error": "ERROR"}
 
@@ -190,6 +190,9 @@ def run(ctx: Context, opts: RunOptions, *, label: str) -> Bundle:
     finally:
         lane.finish()
     bundle.set_meta(timeline={"started": started, "wall_s": round(time.monotonic() - t0, 1), "overlap": opts.overlap})
+    image = timeline.png(bundle.data)
+    if image:
+        write_atomic(bundle.path / timeline.PNG, image)
     return bundle
 
 

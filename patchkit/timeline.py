@@ -1,0 +1,108 @@
+"""The run's timeline from results.json: each step's start, end and resource (CPU or GPU lane), the
+critical path (the chain of steps each of which started when the one before it ended), and a PNG."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import io
+from dataclasses import dataclass
+from typing import Any
+
+import matplotlib
+import matplotlib.style
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+PNG = "timeline.png"
+SLACK_S = 1.0  # a step that starts within this of another's end is taken to have waited for it
+
+
+@dataclass(frozen=True)
+class Span:
+    name: str
+    resource: str
+    start: float  # seconds since the run started
+    end: float
+
+
+def _t(iso: str) -> float:
+    return _dt.datetime.fromisoformat(iso).timestamp()
+
+
+def spans(results: dict[str, Any]) -> list[Span]:
+    """The steps that carry a start (runs made before the timeline existed have none), in start order."""
+    t0 = results.get("timeline", {}).get("started")
+    out = []
+    for name, s in results.get("steps", {}).items():
+        if not s.get("started") or not s.get("finished"):
+            continue
+        out.append(Span(name, s.get("resource") or "cpu", _t(s["started"]), _t(s["finished"])))
+    if not out:
+        return []
+    zero = _t(t0) if t0 else min(sp.start for sp in out)
+    return sorted((Span(s.name, s.resource, s.start - zero, s.end - zero) for s in out), key=lambda s: s.start)
+
+
+def critical_path(sp: list[Span]) -> list[Span]:
+    """From the step that ended last, back through the step each one waited for."""
+    if not sp:
+        return []
+    path = [max(sp, key=lambda s: s.end)]
+    while True:
+        cur = path[-1]
+        before = [s for s in sp if s is not cur and s.end <= cur.start + SLACK_S and s not in path]
+        if not before or cur.start < SLACK_S:
+            break
+        path.append(max(before, key=lambda s: s.end))
+    return list(reversed(path))
+
+
+def summary(results: dict[str, Any]) -> dict[str, Any]:
+    """Wall time, busy time per lane, and the critical path, for the report."""
+    sp = spans(results)
+    if not sp:
+        return {}
+    wall = results.get("timeline", {}).get("wall_s") or max(s.end for s in sp)
+    busy = {r: round(sum(s.end - s.start for s in sp if s.resource == r), 1) for r in sorted({s.resource for s in sp})}
+    return {
+        "wall_s": round(wall, 1),
+        "busy_s": busy,
+        "overlap": results.get("timeline", {}).get("overlap"),
+        "critical_path": [
+            {"step": s.name, "resource": s.resource, "seconds": round(s.end - s.start, 1)} for s in critical_path(sp)
+        ],
+    }
+
+
+def png(results: dict[str, Any]) -> bytes | None:
+    """Two lanes (CPU, GPU) of horizontal bars, the critical path outlined (object API, Agg canvas)."""
+    sp = spans(results)
+    if not sp:
+        return None
+    crit = {s.name for s in critical_path(sp)}
+    end = max(x.end for x in sp)
+    with matplotlib.style.context("default"):
+        fig = Figure(figsize=(10, 2.8), dpi=100)
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+        for s in sp:
+            y = 0 if s.resource == "gpu" else 1
+            on_path = s.name in crit
+            ax.barh(
+                y,
+                max(s.end - s.start, 0.5),
+                left=s.start,
+                height=0.6,
+                color="tab:orange" if y == 0 else "tab:blue",
+                edgecolor="black" if on_path else "white",
+                linewidth=1.5 if on_path else 0.5,
+            )
+            if s.end - s.start > 0.05 * end:
+                ax.text(s.start + 0.01 * end, y, s.name, va="center", fontsize=7, color="white")
+        ax.set_yticks([0, 1], ["GPU", "CPU"])
+        ax.set_xlabel("seconds since the run started (outlined: the critical path)")
+        ax.set_title(f"run {results.get('run_id', '')}: {summary(results)['wall_s']:.0f} s wall", fontsize=9)
+        fig.tight_layout()
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", metadata={"Software": None})
+    return buf.getvalue()
