@@ -36,6 +36,9 @@ from patchkit.source import BaseInfo, open_cache_repo
 from patchkit.workspace import Workspace, read_json, write_json
 
 
+MIN_ARCH = 50  # sm_50: the oldest architecture CUDA 12 compiles for (CUDA 13: sm_75)
+
+
 @dataclass(frozen=True, kw_only=True)
 class BuildOptions:
     backend: str  # cuda | cpu
@@ -74,10 +77,12 @@ def options_from(
         raw = archs or b.arch
         arch_list = tuple(a for part in raw for a in re.split(r"[;,\s]+", part) if a)
         for a in arch_list:
-            if not (
-                a.isdigit() or a in ("native", "all", "all-major") or re.fullmatch(r"\d+[af]?(-real|-virtual)?", a)
-            ):
-                raise BuildError(f"--arch: {a!r} is not a CUDA architecture (e.g. 89, 90, '89;90', native)")
+            m = re.fullmatch(r"(\d+)[af]?(-real|-virtual)?", a)
+            if not (a in ("native", "all", "all-major") or (m and int(m.group(1)) >= MIN_ARCH)):
+                raise BuildError(
+                    f"--arch: {a!r} is not a CUDA architecture (compute capability x 10, at least {MIN_ARCH}: "
+                    "e.g. 89, 90, '89;90', native)"
+                )
     return BuildOptions(
         backend=backend,
         archs=arch_list,

@@ -23,6 +23,15 @@ from patchkit.options import Context, RunOptions
 from patchkit.results import Bundle, Status, Step
 
 
+def _relative(d: dict, root: Path) -> dict:
+    """A build result with its paths relative to the work folder (a moved work folder stays readable)."""
+    out = dict(d)
+    for k in ("bin_dir", "log"):
+        if out.get(k) and Path(out[k]).is_absolute() and Path(out[k]).is_relative_to(root):
+            out[k] = str(Path(out[k]).relative_to(root))
+    return out
+
+
 def now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
 
@@ -113,7 +122,7 @@ class BuildLane:
             data={
                 "options": b.key_material(),
                 "cmake_args": list(build_mod.toolchain(b).cmake_args),
-                "variants": [r.to_dict() for r in results],
+                "variants": [_relative(r.to_dict(), self.ctx.ws.root) for r in results],
                 "same_code": dict(self._same),
             },
         )

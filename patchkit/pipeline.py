@@ -75,17 +75,19 @@ def run_folder(ctx: Context, run: str) -> Path:
     return Path(run) if Path(run).is_dir() else ctx.ws.runs(ctx.recipe.name) / run
 
 
+def resumed(ctx: Context, opts: RunOptions) -> Bundle | None:
+    """The run folder --run names, if it exists: opened for writing (locked) before anything else."""
+    if not opts.run:
+        return None
+    path = run_folder(ctx, opts.run)
+    return Bundle.open(path, write=True) if (path / "results.json").is_file() else None
+
+
 def open_bundle(
     ctx: Context, base: source.BaseInfo, states: list[series.VariantState], opts: RunOptions, *, label: str
 ) -> Bundle:
-    """The run folder to record into: the one --run names (resumed), or a new one."""
-    if opts.run:
-        path = run_folder(ctx, opts.run)
-        if (path / "results.json").is_file():
-            return Bundle.open(path)
-        run_id = path.name
-    else:
-        run_id = new_run_id(label)
+    """A new run folder (named by --run, or by the time and label), with the environment's fingerprint."""
+    run_id = run_folder(ctx, opts.run).name if opts.run else new_run_id(label)
     b = Bundle.create(
         ctx.ws.runs(ctx.recipe.name),
         recipe=ctx.recipe.name,
@@ -170,9 +172,10 @@ def run(ctx: Context, opts: RunOptions, *, label: str) -> Bundle:
     """fetch -> apply -> build -> the selected steps, recorded in one run folder. Builds and CPU steps
     run on the CPU lane beside the GPU steps (patchkit.lanes) unless `opts.overlap` is off."""
     todo = wanted(ctx.recipe, opts)
+    held = resumed(ctx, opts)
     base = fetch(ctx)
     states = apply(ctx, base, only=opts.variants, leave_one_out=opts.leave_one_out, force=opts.force)
-    bundle = open_bundle(ctx, base, states, opts, label=label)
+    bundle = held or open_bundle(ctx, base, states, opts, label=label)
     t0, started = time.monotonic(), lanes.now()
     lane = lanes.BuildLane(ctx, bundle, base, states, opts, record).start()
     built = Built(ctx=ctx, base=base, bundle=bundle, states=tuple(states), variants=lane, backend=opts.build.backend)

@@ -47,11 +47,8 @@ def reparse_step(bundle: Bundle, name: str, recipe: Recipe | None = None) -> Ste
     )
     bins = [Bins(variant=v, dir=Path("bin") / v) for v in variants]
     old.data = _defaults(bundle, name, old.data, recipe)
-    bundle.replay = True
-    try:
+    with bundle.replaying(old):
         step = kind.reparse(bundle, old, bins)
-    finally:
-        bundle.replay = False
     step.seconds = old.seconds  # the measured wall time of the original run
     for key in ("args", "model_path", "launch_count", "inputs"):
         if key in old.data:
@@ -71,7 +68,7 @@ class ImportRequest:
 
 def _import_bundle(ctx: Context, req: ImportRequest) -> Bundle:
     if req.run:
-        return Bundle.open(Path(req.run))
+        return Bundle.open(Path(req.run), write=True)
     variants = list(dict.fromkeys(v for v, _ in req.logs))
     bundle = Bundle.create(
         ctx.ws.runs(ctx.recipe.name),

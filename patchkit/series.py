@@ -135,7 +135,7 @@ def describe_failure(patch_file: Path, output: str) -> str:
     if m:
         f = m.group(1)
         idx = [h for h in hunks if h.file == f]
-        return f"file {f}" + (f", hunks {', '.join('#%d' % h.index for h in idx)}" if idx else "")
+        return f"file {f}" + (", hunks " + ", ".join(f"#{h.index}" for h in idx) if idx else "")
     last = [ln for ln in output.splitlines() if ln.strip()]
     return last[-1] if last else "git am failed"
 

@@ -3,7 +3,8 @@
 Two routes give the same thing, a commit under refs/patchkit/bases/:
 - git: `git fetch --depth 1 URL COMMIT` (what real users have);
 - sdist: a llama-cpp-python sdist from PyPI (what CI and the device have): downloaded with requests,
-  its sha256 checked against the recipe, extracted with a path-traversal guard, and the vendored
+  its sha256 checked against the recipe (on every use, a cached base too), extracted so that no member
+  can write outside the extraction folder (see "Archive extraction" below), and the vendored
   llama.cpp imported. Where the sdist also carries the upstream git metadata of that folder (0.3.36
   does: .git/modules/vendor/llama.cpp, a shallow clone) and the vendored files are exactly that
   commit's tree, the base *is* the upstream commit (same sha as the git route). Otherwise it is one
@@ -204,11 +205,12 @@ def verified_sdist(sd: SdistBase, ws: Workspace) -> Path | None:
 def check_base_record(info: BaseInfo, sd: SdistBase, ws: Workspace, record: Path) -> None:
     """A cached sdist base is used only for the recipe's sdist: its record names the sha256 it was
     imported from, and the cached archive (where it is still there) is hashed again."""
-    if info.sdist_sha256 != sd.sha256:
-        raise _mismatch(
-            record, info.sdist_sha256, sd, f"base {info.key} was imported from another sdist (the recipe is wrong?)"
-        )
     verified_sdist(sd, ws)
+    if info.sdist_sha256 != sd.sha256:
+        raise FetchError(
+            f"{record}: base {info.key} was imported from the sdist with sha256 {info.sdist_sha256}, not the "
+            f"recipe's base.sdist.sha256 {sd.sha256}; correct the recipe, or delete the record to import it again"
+        )
 
 
 def download_sdist(sd: SdistBase, ws: Workspace, *, offline: bool = False) -> Path:
@@ -314,7 +316,7 @@ def _member_error(m: tarfile.TarInfo, seen: dict[tuple[str, ...], tarfile.TarInf
     return ""
 
 
-def _safe_members(tar: tarfile.TarFile, archive: Path, prefixes: tuple[str, ...]) -> list[tarfile.TarInfo]:
+def safe_members(tar: tarfile.TarFile, archive: Path, prefixes: tuple[str, ...]) -> list[tarfile.TarInfo]:
     """The members under `prefixes`, after checking every member of the archive (see above)."""
     members = tar.getmembers()
     links = {p: m.linkname for m in members if m.issym() and (p := _parts(m.name))}
@@ -330,6 +332,9 @@ def _safe_members(tar: tarfile.TarFile, archive: Path, prefixes: tuple[str, ...]
         if parts and any(name == p or name.startswith(p + "/") for p in prefixes):
             out.append(m)
     return out
+
+
+_safe_members = safe_members  # the name patchkit/wheel/build.py still uses; to go once it calls extract_members
 
 
 def _open_folder(root: int, parts: tuple[str, ...]) -> int:
@@ -361,7 +366,7 @@ def _write_member(tar: tarfile.TarFile, m: tarfile.TarInfo, folder: int, name: s
 
 
 def extract_members(tar: tarfile.TarFile, members: list[tarfile.TarInfo], dest: Path) -> None:
-    """Write `members` (from `_safe_members`) under dest: folders and files first, symbolic links
+    """Write `members` (from `safe_members`) under dest: folders and files first, symbolic links
     last, so that nothing is ever written through a link."""
     dest.mkdir(parents=True, exist_ok=True)
     root = os.open(dest, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -391,7 +396,7 @@ def extract_subdirs(archive: Path, dest: Path, subdirs: tuple[str, ...]) -> Path
             if not top:
                 raise FetchError(f"{archive}: empty archive")
             prefixes = tuple(f"{top}/{s.strip('/')}" for s in subdirs)
-            members = _safe_members(tar, archive, prefixes)
+            members = safe_members(tar, archive, prefixes)
             if not members:
                 raise FetchError(f"{archive}: no {subdirs[0]!r} folder in the archive")
             extract_members(tar, members, dest)
@@ -449,8 +454,14 @@ def sdist_project(sd: SdistBase, ws: Workspace, *, offline: bool = False, archiv
     if path.is_file() and record.is_file():
         rec = read_json(record)
         cut_from = rec.get("sdist_sha256") if isinstance(rec, dict) else "?"
-        if not isinstance(rec, dict) or cut_from != sd.sha256 or rec.get("subdir") != sd.subdir:
+        if not isinstance(rec, dict) or cut_from != sd.sha256:
             raise _mismatch(record, str(cut_from), sd, f"cut from another sdist; delete {path.parent} to cut it again")
+        if rec.get("subdir") != sd.subdir:
+            raise FetchError(
+                f"{record}: cut for the vendored folder {rec.get('subdir')!r}, not the recipe's base.sdist.subdir "
+                f"{sd.subdir!r}; "
+                f"delete {path.parent} to cut it again"
+            )
         got = sha256_file(path)
         if got != rec.get("sha256"):
             raise FetchError(
@@ -468,7 +479,7 @@ def sdist_project(sd: SdistBase, ws: Workspace, *, offline: bool = False, archiv
     try:
         with tarfile.open(archive, "r:gz") as src, tarfile.open(part, "w:gz") as dst:
             top, keep = project_prefixes(src.getnames(), archive, sd.subdir)
-            members = _safe_members(src, archive, tuple(f"{top}/{k}" for k in keep))
+            members = safe_members(src, archive, tuple(f"{top}/{k}" for k in keep))
             for m in members:
                 dst.addfile(m, src.extractfile(m) if m.isfile() else None)
     except (tarfile.TarError, EOFError, OSError) as e:

@@ -9,8 +9,8 @@ import argparse
 import sys
 
 from patchkit import __version__
-from patchkit.cli import commands
-from patchkit.cli.base import Command, add_build, add_common
+from patchkit.cli import commands, maintain, wheel
+from patchkit.cli.base import Command
 from patchkit.errors import PatchkitError
 
 DESCRIPTION = (
@@ -19,27 +19,11 @@ DESCRIPTION = (
     "a PR-ready report whose every number traces to a raw log."
 )
 
-GROUPS: tuple[tuple[str, tuple[Command, ...]], ...] = (("pipeline and results", commands.COMMANDS),)
-
-
-def _transitional(sub) -> None:  # TODO(lead): replaced by patchkit.cli.maintain / patchkit.cli.wheel COMMANDS
-    import importlib
-
-    for name in ("maintain",):
-        try:
-            mod = importlib.import_module(f"patchkit.{name}")
-        except ModuleNotFoundError:
-            continue
-        if hasattr(mod, "add_parsers"):
-            mod.add_parsers(sub, add_common, add_build)
-    for cmd in importlib.import_module("patchkit.cli.wheel").COMMANDS:  # wheel, wheel-check (wheels agent)
-        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
-        cmd.add_arguments(p)
-        p.set_defaults(command_object=cmd)
-    for cmd in importlib.import_module("patchkit.cli.maintain").COMMANDS:  # rebase, refresh, newest-base (maintain)
-        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
-        cmd.add_arguments(p)
-        p.set_defaults(command_object=cmd)
+GROUPS: tuple[tuple[str, tuple[Command, ...]], ...] = (
+    ("pipeline and results", commands.COMMANDS),
+    ("series maintenance", maintain.COMMANDS),
+    ("wheels", wheel.COMMANDS),
+)
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -51,15 +35,12 @@ def make_parser() -> argparse.ArgumentParser:
             p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
             cmd.add_arguments(p)
             p.set_defaults(command_object=cmd)
-    _transitional(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
     try:
-        if hasattr(args, "func"):  # TODO(lead): transitional
-            return args.func(args)
         return args.command_object.run(args)
     except PatchkitError as e:
         print(f"patchkit: error: {e}", file=sys.stderr)

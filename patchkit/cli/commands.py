@@ -20,10 +20,11 @@ from patchkit.cli.base import (
     non_negative_int,
     positive_int,
 )
-from patchkit.errors import BuildError, ResultsError
+from patchkit.errors import BuildError, PatchkitError, ResultsError
 from patchkit.measure.decode import synth_model
 from patchkit.options import build_options, resolve_run
 from patchkit.results import Bundle, latest_run
+from patchkit.workspace import refuse_own_state
 
 
 class Fetch(Command):
@@ -252,6 +253,8 @@ class Model(Command):
 
     def run(self, args):
         ctx = ctx_of(args)
+        if args.output:
+            refuse_own_state(args.output, protect=_recipe_files(args))
         pipeline.fetch(ctx)
         path, info = synth_model(ctx, Path(args.output) if args.output else None)
         print(f"{path}: {info.get('n_params')} parameters, {info.get('file_size')} bytes")
@@ -275,7 +278,18 @@ class Report(Command):
             ctx = ctx_of(args)
             paths = [latest_run(ctx.ws.runs(ctx.recipe.name))]
         out = Path(args.output) if args.output else None
+        if out is not None:
+            refuse_own_state(out, protect=_recipe_files(args))
         return report.report_main(paths, args.format, out, force=args.force)
+
+
+def _recipe_files(args: argparse.Namespace) -> list[Path]:
+    """The recipe and its patch files (never an output's target), when the recipe can be read."""
+    try:
+        recipe = ctx_of(args).recipe
+    except PatchkitError:
+        return []
+    return [recipe.path, *(recipe.patch_path(p) for p in recipe.series)]
 
 
 class Pr(Command):
@@ -370,7 +384,7 @@ class Reparse(Command):
 
     def run(self, args):
         steps.check_names(tuple(args.step), "--step")
-        bundle = Bundle.open(Path(args.run))
+        bundle = Bundle.open(Path(args.run), write=True)
         recipe = ctx_of(args).recipe
         for name in args.step:
             pipeline.record(bundle, replay.reparse_step(bundle, name, recipe))

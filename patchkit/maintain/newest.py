@@ -81,8 +81,10 @@ def newest_base(
     git_url: str = "",
     offline: bool = False,
     build: build_mod.BuildOptions | None = None,
+    variants: tuple[str, ...] = (),
 ) -> Newest:
-    """Every candidate tried; then, newest first, the first that applies (and with `build`, builds)."""
+    """Every candidate tried; then, newest first, the first that applies (and with `build`, builds:
+    every variant, or the ones named in `variants`)."""
     tried = [try_candidate(recipe, ws, c, git_url=git_url, offline=offline) for c in candidates]
     best = None
     for cand in reversed(tried):
@@ -91,7 +93,7 @@ def newest_base(
         if build is not None:
             assert cand.base is not None and cand.info is not None and cand.trial is not None
             tr, _ = trial_recipe(recipe, ws, cand.base, cand.trial, short(cand.info.commit))
-            cand.build = build_trial(tr, ws, build, offline=offline)
+            cand.build = build_trial(tr, ws, build, variants=variants, offline=offline)
             if not cand.builds:
                 continue
         best = cand

@@ -172,9 +172,7 @@ def vendor_variant(tree: Path, head: str, dest: Path, prune: tuple[str, ...]) ->
     tmp.mkdir()
     try:
         with tarfile.open(tar_path, "r:") as tar:
-            members = source._safe_members(tar, tar_path, ("llama.cpp",))
-            kw = {"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}
-            tar.extractall(tmp, members=members, **kw)
+            source.extract_members(tar, source.safe_members(tar, tar_path, ("llama.cpp",)), tmp)
     except (tarfile.TarError, OSError) as e:
         raise BuildError(f"{tar_path}: cannot extract: {e}") from None
     finally:

@@ -21,7 +21,7 @@ def test_build_all_variants_reusing_work(cpu_build, work, cli):
     _r, manifests = cpu_build
     results = {v: m["result"] for v, m in manifests.items()}
     for v, res in results.items():
-        assert res["head"] and Path(res["bin_dir"], "test-backend-ops").is_file(), v
+        assert res["head"] and Path(work.root, res["bin_dir"], "test-backend-ops").is_file(), v  # relative now
         print(f"{v}: {res['seconds']} s, {res['steps']} ninja steps, reused={res['reused']}")
     # the CUDA patches touch no CPU source: the added variants relink nothing and compile nothing
     assert results["+0001"]["steps"] < results["base"]["steps"] / 10 or results["base"]["steps"] == 0

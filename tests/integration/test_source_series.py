@@ -51,7 +51,7 @@ def test_tampered_archive_is_rejected(work, tmp_path):
     f.unlink()  # break the hard link before changing a byte
     data[len(data) // 2] ^= 0xFF
     f.write_bytes(bytes(data))
-    with pytest.raises(FetchError, match="sha256 .* does not match"):
+    with pytest.raises(FetchError, match=r"sha256 .* does not match"):
         source.fetch(_base_recipe(), ws, offline=True)
     assert not (ws.cache / "bases").exists()
 

@@ -221,8 +221,8 @@ def test_commands_parse_their_options():
         cmd.add_arguments(sub.add_parser(cmd.name))
     a = parser.parse_args(["rebase", "--onto", "sdist:0.3.35", "--test", "--test", "flash_attn", "-D", "X=1"])
     assert a.onto == "sdist:0.3.35" and a.test == ["all", "flash_attn"] and a.cmake_option == ["X=1"]
-    a = parser.parse_args(["newest-base", "--candidates", SHA_A, SHA_B, "--build"])
-    assert a.candidates == [SHA_A, SHA_B] and a.build
+    a = parser.parse_args(["newest-base", "--candidates", SHA_A, SHA_B, "--build", "--variant", "base"])
+    assert a.candidates == [SHA_A, SHA_B] and a.build and a.variant == ["base"]
     assert parser.parse_args(["refresh", "--variant", "+0001"]).variant == "+0001"
 
 

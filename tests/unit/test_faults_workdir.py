@@ -1,0 +1,264 @@
+"""Faults of the work folder, on a toy sdist (a few files, real tar.gz, real git, real processes):
+a wrong or changed sdist hash once the base is cached (defect 1), a copied or moved work folder
+(defect 5), a file given as the work folder (defect 10), a patch that stops applying (defect 12).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from patchkit import build, series, source
+from patchkit.errors import ApplyError, FetchError, PatchkitError
+from patchkit.recipe import load_recipe
+from patchkit.workspace import MARKER, Workspace
+
+ROOT = Path(__file__).resolve().parents[2]
+GIT_ENV = {  # fixed dates: the same edit gives the same patch file every time
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t",
+    "GIT_AUTHOR_DATE": "2001-01-01T00:00:00+0000",
+    "GIT_COMMITTER_DATE": "2001-01-01T00:00:00+0000",
+}
+FILES = {
+    "toy_sdist-1.0/pyproject.toml": b"[project]\nname = 'toy-sdist'\n",
+    "toy_sdist-1.0/vendor/llama.cpp/CMakeLists.txt": b"project(toy)\n",
+    "toy_sdist-1.0/vendor/llama.cpp/ggml/src/a.c": b"int a = 1;\n",
+    "toy_sdist-1.0/vendor/llama.cpp/ggml/src/b.c": b"int b = 2;\n",
+}
+RECIPE = """
+[recipe]
+name = "toy"
+
+[base]
+source = "sdist"
+
+[base.sdist]
+name = "toy-sdist"
+version = "1.0"
+sha256 = "{sha}"
+
+[[series]]
+file = "patches/0001-a.patch"
+
+[[series]]
+file = "patches/0002-b.patch"
+"""
+
+
+def toy_sdist(path: Path) -> str:
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in FILES.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime = len(data), 1_000_000_000
+            tar.addfile(info, io.BytesIO(data))
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def git(cwd: Path, *args: str) -> str:
+    r = subprocess.run(["git", *args], cwd=cwd, env={**os.environ, **GIT_ENV}, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def make_patch(ws: Workspace, base: source.BaseInfo, tmp: Path, rel: str, old: str, new: str, subject: str) -> str:
+    """A real format-patch: the edit committed on a worktree of the base."""
+    wt = tmp / f"wt-{hashlib.sha256(subject.encode()).hexdigest()[:8]}"
+    git(ws.repo, "worktree", "add", "--detach", str(wt), base.commit)
+    f = wt / rel
+    f.write_text(f.read_text().replace(old, new))
+    git(wt, "commit", "-q", "-am", subject)
+    text = git(wt, "format-patch", "--stdout", "-1", "HEAD")
+    git(ws.repo, "worktree", "remove", "--force", str(wt))
+    return text + "\n"
+
+
+class Toy:
+    """A project (recipes/toy.toml + patches) and a work folder whose cache holds the toy sdist."""
+
+    def __init__(self, tmp: Path):
+        self.tmp = tmp
+        self.proj = tmp / "proj"
+        (self.proj / "recipes").mkdir(parents=True)
+        (self.proj / "patches").mkdir()
+        self.ws = Workspace.at(tmp / "work")
+        archive = self.ws.sdist("toy_sdist-1.0.tar.gz")
+        archive.parent.mkdir(parents=True)
+        self.sha = toy_sdist(archive)
+        self.write_recipe(self.sha)
+        for name in ("0001-a.patch", "0002-b.patch"):
+            (self.proj / "patches" / name).write_text("")
+        self.base = source.fetch(self.recipe().base, self.ws, offline=True)
+
+    def write_recipe(self, sha: str) -> None:
+        (self.proj / "recipes" / "toy.toml").write_text(RECIPE.format(sha=sha))
+
+    def recipe(self):
+        return load_recipe(str(self.proj / "recipes" / "toy.toml"))
+
+    def write_patches(self, *, broken_0002: bool = False) -> None:
+        a = make_patch(self.ws, self.base, self.tmp, "ggml/src/a.c", "a = 1", "a = 10", "a: ten")
+        b = make_patch(self.ws, self.base, self.tmp, "ggml/src/b.c", "b = 2", "b = 20", "b: twenty")
+        if broken_0002:  # its context does not exist upstream, not even 3-way (no usable blob ids)
+            b = b.replace("-int b = 2;", "-int b = 3;").replace("index ", "index 1111111..2222222 100644\nX-")
+            b = "\n".join(ln for ln in b.splitlines() if not ln.startswith("X-")) + "\n"
+        (self.proj / "patches" / "0001-a.patch").write_text(a)
+        (self.proj / "patches" / "0002-b.patch").write_text(b)
+
+    def apply(self, ws: Workspace | None = None):
+        r = self.recipe()
+        return series.apply_all(r, self.base, ws or self.ws, series.plan_variants(r))
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "patchkit", *args], cwd=cwd, env=env, capture_output=True, text=True)
+
+
+@pytest.fixture
+def toy(tmp_path):
+    return Toy(tmp_path)
+
+
+# -- defect 1: the sdist is verified on every use, cached base or not
+
+
+def test_a_wrong_recipe_sha256_is_refused_once_the_base_is_cached(toy):
+    wrong = "0" * 64
+    toy.write_recipe(wrong)
+    with pytest.raises(FetchError) as e:
+        source.fetch(toy.recipe().base, toy.ws, offline=True)
+    msg = str(e.value)
+    assert "base.sdist.sha256" in msg and wrong in msg and toy.sha in msg and "\n" not in msg
+
+
+def test_a_changed_cached_sdist_is_refused_once_the_base_is_cached(toy):
+    archive = toy.ws.sdist("toy_sdist-1.0.tar.gz")
+    data = bytearray(archive.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    archive.write_bytes(bytes(data))
+    with pytest.raises(FetchError, match=rf"sha256 {hashlib.sha256(data).hexdigest()} does not match .* {toy.sha}"):
+        source.fetch(toy.recipe().base, toy.ws, offline=True)
+
+
+def test_a_cached_base_without_its_sdist_is_checked_against_its_record(toy):
+    """What a GPU machine carries: the bare repo and bases/*.json, no sdist."""
+    toy.ws.sdist("toy_sdist-1.0.tar.gz").unlink()
+    assert source.fetch(toy.recipe().base, toy.ws, offline=True) == toy.base
+    toy.write_recipe("1" * 64)
+    with pytest.raises(
+        FetchError, match=rf"imported from the sdist with sha256 {toy.sha}, not the recipe.s base.sdist.sha256 1{{64}}"
+    ):
+        source.fetch(toy.recipe().base, toy.ws, offline=True)
+
+
+# -- defect 5: a copied or moved work folder never drives the original
+
+
+def test_a_copied_work_folder_is_refused_and_the_original_is_untouched(toy):
+    toy.write_patches()
+    states, errors = toy.apply()
+    assert not errors and len(states) == 3
+    heads = {s.name: git(toy.ws.variants("toy") / s.name, "rev-parse", "HEAD") for s in states}
+    copy = toy.tmp / "copy"
+    shutil.copytree(toy.ws.root, copy, symlinks=True)
+    with pytest.raises(PatchkitError) as e:
+        Workspace.at(copy)
+    assert f"work folder {copy} was made at {toy.ws.root}" in str(e.value)
+    # the command line: exit 2, one line, and the original's trees as they were
+    (toy.proj / "patches" / "0001-a.patch").write_text(
+        make_patch(toy.ws, toy.base, toy.tmp, "ggml/src/a.c", "a = 1", "a = 11", "a: eleven")
+    )
+    r = cli("apply", "-r", "toy", "--work", str(copy), "--offline", cwd=toy.proj)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "moved or copied" in r.stderr, r.stderr
+    for name, head in heads.items():
+        tree = toy.ws.variants("toy") / name
+        assert git(tree, "rev-parse", "HEAD") == head and "a = 11" not in (tree / "ggml/src/a.c").read_text()
+    # a copy made before work folders had their record: found by its worktree links
+    (copy / MARKER).unlink()
+    with pytest.raises(PatchkitError, match=f"was made at {toy.ws.root}"):
+        Workspace.at(copy)
+    # what the message says to do works: without variants/, builds/ and the record it is a work folder again
+    shutil.rmtree(copy / "variants")
+    Workspace.at(copy)
+
+
+def test_a_moved_work_folder_is_refused(toy):
+    toy.write_patches()
+    toy.apply()
+    moved = toy.tmp / "moved"
+    os.rename(toy.ws.root, moved)
+    with pytest.raises(PatchkitError, match="moved or copied"):
+        Workspace.at(moved)
+
+
+def test_build_manifests_hold_paths_relative_to_the_work_folder(toy, tmp_path):
+    toy.write_patches()
+    states, _ = toy.apply()
+    opts = build.BuildOptions(backend="cpu", archs=(), targets=("t",))
+    tc = build.Toolchain(cmake_args=("-DGGML_CUDA=OFF",))
+    out = build.bin_dir(toy.ws, toy.recipe(), opts, states[0].name)
+    result = build.BuildResult(
+        variant=states[0].name,
+        key=build.build_key(states[0], opts, tc),
+        head=states[0].head,
+        bin_dir=str(out),
+        seconds=1.0,
+        reused=False,
+        steps=1,
+        log=str(toy.ws.root / "logs" / "toy" / "build-cpu-base.log"),
+    )
+    manifest = build._manifest(toy.ws, result, tc, opts)
+    assert manifest["result"]["bin_dir"] == "builds/toy/cpu/bin/base"
+    assert manifest["result"]["log"] == "logs/toy/build-cpu-base.log"
+    out.mkdir(parents=True)
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    found = build.find_build(toy.ws, toy.recipe(), opts, states[0], tc)
+    assert found is not None and found.bin_dir == str(out) and found.reused
+    assert found.log == str(toy.ws.root / "logs/toy/build-cpu-base.log")
+
+
+# -- defect 10: a file as the work folder
+
+
+def test_a_file_given_as_the_work_folder_is_one_line(toy):
+    f = toy.tmp / "a-file"
+    f.write_text("not a folder\n")
+    with pytest.raises(PatchkitError, match="is a file, not a folder"):
+        Workspace.at(f)
+    r = cli("fetch", "-r", "toy", "--work", str(f), "--offline", cwd=toy.proj)
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "is a file" in r.stderr, r.stderr
+
+
+# -- defect 12: a patch that stops applying touches no variant's tree
+
+
+def test_a_failing_variant_keeps_its_last_good_tree_and_the_others(toy):
+    toy.write_patches()
+    states, errors = toy.apply()
+    assert not errors
+    before = {s.name: s.head for s in states}
+    toy.write_patches(broken_0002=True)
+    states, errors = toy.apply()
+    assert [s.name for s in states] == ["base", "+0001"] and len(errors) == 1
+    assert isinstance(errors[0], ApplyError) and "patches/0002-b.patch" in str(errors[0])
+    trees = toy.ws.variants("toy")
+    assert git(trees / "+0001+0002", "rev-parse", "HEAD") == before["+0001+0002"]
+    assert "b = 20" in (trees / "+0001+0002" / "ggml/src/b.c").read_text()  # the last good tree, not the base
+    assert git(trees / "+0001", "rev-parse", "HEAD") == before["+0001"]
+    assert git(trees / "base", "rev-parse", "HEAD") == toy.base.commit
+    assert not list((toy.ws.cache / "tmp").glob("apply-*"))  # no scratch tree left behind
+    toy.write_patches()  # fixed again: the variant is up to date with no work
+    states, errors = toy.apply()
+    assert not errors and states[2].head == before["+0001+0002"]
