@@ -210,9 +210,9 @@ def resolve_run(
         ),
         decode=DecodeOptions(
             depths=tuple(cli.get("depths") or d.depths),  # type: ignore[arg-type]
-            n_prompt=tuple(cli.get("n_prompt") or getattr(d, "n_prompt", (0,))),  # type: ignore[arg-type]
-            n_gen=tuple(cli.get("n_gen") or getattr(d, "n_gen_list", None) or (d.n_gen,)),  # type: ignore[arg-type]
-            ubatch=tuple(cli.get("ubatch") or getattr(d, "ubatch", ())),  # type: ignore[arg-type]
+            n_prompt=tuple(cli.get("n_prompt") or d.n_prompt),  # type: ignore[arg-type]
+            n_gen=tuple(cli.get("n_gen") or d.n_gen),  # type: ignore[arg-type]
+            ubatch=tuple(cli.get("ubatch") or d.ubatch),  # type: ignore[arg-type]
             repetitions=_int(cli.get("repetitions") or d.repetitions, "--repetitions", minimum=1),
             rounds=_int(cli.get("decode_rounds") or 1, "--decode-rounds", minimum=1),
             type_k=d.cache_type_k,

@@ -66,6 +66,7 @@ def recipe_info(recipe: Recipe) -> dict:
         "overview": recipe.prose.overview.strip(),
         "notes": list(recipe.prose.notes),
         "ai_disclosure": recipe.prose.ai_disclosure.strip(),
+        "related": list(recipe.prose.related),
         "patches": pats,
     }
 

@@ -97,7 +97,9 @@ class DecodeBench:
     depths: tuple[int, ...] = (0, 32768, 122880)
     cache_type_k: str = "q4_0"
     cache_type_v: str = "q4_0"
-    n_gen: int = 32
+    n_prompt: tuple[int, ...] = (0,)  # llama-bench -p: prompt sizes of pp tests (0: none)
+    n_gen: tuple[int, ...] = (32,)  # llama-bench -n: tokens of tg tests (a single number is one)
+    ubatch: tuple[int, ...] = ()  # llama-bench -ub: micro-batch sizes (empty: llama-bench's default)
     repetitions: int = 3
     model: str = ""  # a GGUF path; empty: the synthetic model
     threads: int = 0
@@ -119,6 +121,7 @@ class Prose:
     overview: str = ""
     notes: tuple[str, ...] = ()
     ai_disclosure: str = ""
+    related: tuple[str, ...] = ()  # related upstream PRs/issues: "ggml-org/llama.cpp#15035: what it is", or URLs
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,6 +138,7 @@ class Recipe:
     numerics: Numerics = field(default_factory=Numerics)
     model: dict[str, object] = field(default_factory=dict)  # synthetic model spec (patchkit.model)
     prose: Prose = field(default_factory=Prose)
+    sweep: dict[str, object] = field(default_factory=dict)  # the [sweep] table (patchkit.sweep validates it)
 
     @property
     def pr_patches(self) -> tuple[Patch, ...]:
@@ -152,7 +156,7 @@ class Recipe:
 # Generic, typed conversion of TOML tables into the dataclasses above.
 
 # Keys in TOML use dashes or underscores; the dataclass fields use underscores.
-_TOP_TABLES = {"recipe", "base", "series", "build", "suites", "bench", "model", "numerics", "prose"}
+_TOP_TABLES = {"recipe", "base", "series", "build", "suites", "bench", "model", "numerics", "prose", "sweep"}
 
 
 def _hint(key: str, allowed: typing.Iterable[str]) -> str:
@@ -212,9 +216,8 @@ def _build(cls: type, table: dict, where: str, file: Path, extra: dict | None = 
         key = raw_key.replace("-", "_")
         dotted = f"{where}.{raw_key}" if where else raw_key
         if key not in fields or key in (extra or {}):
-            raise RecipeError(
-                f"{file}: unknown key {dotted!r}{_hint(key, [k for k in fields if k not in (extra or {})])}"
-            )
+            toml_keys = [k.replace("_", "-") for k in fields if k not in (extra or {})]  # as recipes spell them
+            raise RecipeError(f"{file}: unknown key {dotted!r}{_hint(raw_key.replace('_', '-'), toml_keys)}")
         kwargs[key] = _convert(value, hints[key], dotted, file)
     missing = [
         name
@@ -293,7 +296,15 @@ def parse_recipe(text: str, file: Path, root: Path | None = None) -> Recipe:
         numerics=_convert(data.get("numerics", {}), Numerics, "numerics", file),  # type: ignore[arg-type]
         model=model,
         prose=_convert(data.get("prose", {}), Prose, "prose", file),  # type: ignore[arg-type]
+        sweep=_table(data.get("sweep", {}), "sweep", file),
     )
+
+
+def _table(value: object, key: str, file: Path) -> dict:
+    """A table kept as TOML gave it, validated where it is used (the [sweep] table: patchkit.sweep)."""
+    if not isinstance(value, dict):
+        raise RecipeError(f"{file}: {key}: expected a table")
+    return value
 
 
 def _is_hex(s: str, n: int) -> bool:
