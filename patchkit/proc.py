@@ -102,6 +102,18 @@ def _wait(p: subprocess.Popen, timeout: float | None) -> int | None:
         raise
 
 
+def stderr_log(log: Path) -> Path:
+    """Where a tool's stderr is kept when it is kept apart from its stdout: raw/x.log -> raw/x.stderr.log."""
+    return log.with_name(log.name.removesuffix(".log") + ".stderr.log")
+
+
+def read_both(log: Path) -> str:
+    """A log's text followed by its stderr log's, if the streams were kept apart (older logs hold both)."""
+    text = log.read_text(encoding="utf-8", errors="replace")
+    err = stderr_log(log)
+    return text + (err.read_text(encoding="utf-8", errors="replace") if err.is_file() else "")
+
+
 def which(program: str, env: dict[str, str] | None = None) -> str:
     if os.sep in program:
         if not os.access(program, os.X_OK):
@@ -132,8 +144,9 @@ def run(
 ) -> Completed:
     """Run `argv` (no shell). stdout+stderr go to `log` (with the command line as its first line).
 
-    Output is shown only on failure (last lines) unless `stream`. With `separate_stderr`, the log
-    still gets both streams but `Completed.stdout` holds stdout alone (e.g. generated text). With
+    Output is shown only on failure (last lines) unless `stream`. With `separate_stderr`, the streams
+    are kept apart: `log` gets stdout alone and `stderr_log(log)` beside it gets stderr, and
+    `Completed.stdout` holds stdout alone (what the parsers read). With
     `check`, a non-zero exit or a timeout raises CommandError naming the program, the exit code and
     the log. With `check=False` the caller gets the Completed and decides (used where a failing tool
     is a result, e.g. a test run).
@@ -150,7 +163,12 @@ def run(
         log.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     out_chunks: list[str] = []
-    with open(log, "w", encoding="utf-8") if log is not None else contextlib.nullcontext() as logf:
+    err_tail: list[str] = []
+    err_path = stderr_log(log) if (log is not None and separate_stderr) else None
+    with (
+        open(log, "w", encoding="utf-8") if log is not None else contextlib.nullcontext() as logf,
+        open(err_path, "w", encoding="utf-8") if err_path is not None else contextlib.nullcontext() as errf,
+    ):
         if logf:
             logf.write(f"$ {cmdline}\n" + (f"# cwd: {cwd}\n" if cwd else ""))
             logf.flush()
@@ -161,8 +179,14 @@ def run(
             for line in stream_in:
                 if keep:
                     out_chunks.append(line)
+                elif errf is not None:
+                    errf.write(line)
+                    err_tail[:] = [*err_tail[-19:], line]
+                    continue
+                else:
+                    err_tail[:] = [*err_tail[-19:], line]
                 with lock:
-                    if logf:
+                    if logf and keep:
                         logf.write(line)
                         ends_line[0] = line.endswith("\n")
                 if not keep:
@@ -202,7 +226,7 @@ def run(
     done = Completed(argv=args, returncode=returncode, seconds=seconds, log=log, stdout=out)
     if check and not done.ok:
         if not stream:
-            tail = "".join(out_chunks[-20:])
+            tail = "".join(out_chunks[-20:] + err_tail)
             if tail:
                 sys.stderr.write(tail if tail.endswith("\n") else tail + "\n")
         raise CommandError(args, returncode, log)

@@ -57,7 +57,7 @@ def _run_whole(
             separate_stderr=separate_stderr,
         )
         logs.append(bundle.rel(log))
-        if why or done is None or finished(log.read_text(errors="replace")):
+        if why or done is None or finished(proc.read_both(log)):
             return done, why, log
     return (
         None,
@@ -119,7 +119,7 @@ def _generate(
     )
     if why or done is None:
         return None, why, bundle.rel(log), None
-    ntok = parsers.prompt_tokens(log.read_text(errors="replace"))
+    ntok = parsers.prompt_tokens(proc.read_both(log))
     text = done.stdout.rstrip("\n")
     if not text.strip():
         return None, "llama-completion generated no text", bundle.rel(log), None
@@ -193,6 +193,7 @@ def run_numerics(
             "'Final estimate' line",
             timeout=timeout,
             logs=logs,
+            separate_stderr=True,
         )
         if not why:
             for b in bins:
@@ -214,10 +215,11 @@ def run_numerics(
                     "'Same top p' line",
                     timeout=timeout,
                     logs=logs,
+                    separate_stderr=True,
                 )
                 try:
                     kld[b.variant] = (
-                        {**parsers.parse_kld(done.stdout if done else "", str(log)), "log": bundle.rel(log)}
+                        {**parsers.parse_kld(proc.read_both(log) if done else "", str(log)), "log": bundle.rel(log)}
                         if not why2
                         else {"error": why2, "log": bundle.rel(log)}
                     )

@@ -69,6 +69,7 @@ def run_kernel_path(
                 f"{b.variant} case {i}",
                 logs,
                 timeout=timeout,
+                separate_stderr=True,
             )
             if launches is None:
                 continue

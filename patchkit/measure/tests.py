@@ -45,7 +45,12 @@ def run_tests(
             if jobs:
                 argv += ["-j", str(jobs)]
             done, why, log = run_logged(
-                bundle, f"test-{suite}-{b.variant}", argv, timeout=timeout, on_line=_counter(bar, b.variant)
+                bundle,
+                f"test-{suite}-{b.variant}",
+                argv,
+                timeout=timeout,
+                on_line=_counter(bar, b.variant),
+                separate_stderr=True,
             )
             logs.append(bundle.rel(log))
             _record_variant(per, cases, b, done, why, log, bundle, backend)

@@ -24,8 +24,11 @@ def test_exit_line_starts_a_line_after_output_without_newline(tmp_path):
     assert done.ok and done.stdout == "abc"
     lines = log.read_text().splitlines()
     assert lines[0].startswith("$ ") and lines[-1].startswith("# exit: 0, ")
-    assert "abc" in lines[1:-1] and "err" in lines[1:-1]
-    assert completed_from_log(log).returncode == 0
+    # the streams are kept apart: stdout in the log, stderr beside it
+    assert "abc" in lines[1:-1] and "err" not in lines[1:-1]
+    assert proc.stderr_log(log).read_text() == "err\n" and proc.stderr_log(log).name == "a.stderr.log"
+    assert proc.read_both(log).endswith("err\n")
+    assert completed_from_log(log).returncode == 0 and completed_from_log(log).stdout.strip() == "abc"
 
 
 def test_replay_reads_an_exit_line_glued_to_output(tmp_path):

@@ -48,7 +48,9 @@ def test_the_project_series(patch):
     text = patch.read_text()
     hunks = parse_hunks(text)
     assert len(hunks) == sum(ln.startswith("@@ ") for ln in text.splitlines()) >= 1
-    assert all(isinstance(h, Hunk) and h.index == 1 and h.old_start > 0 and h.old_len > 0 for h in hunks)
+    assert all(isinstance(h, Hunk) and h.old_start > 0 and h.old_len > 0 for h in hunks)
+    for f in {h.file for h in hunks}:  # numbered 1, 2, ... within each file
+        assert [h.index for h in hunks if h.file == f] == list(range(1, 1 + sum(h.file == f for h in hunks)))
     parts = split_hunks(text)
     assert [h for h, _ in parts] == hunks
     for h, body in parts:
