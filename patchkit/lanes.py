@@ -97,7 +97,7 @@ class BuildLane:
                 changed = compiled.changed_files(tree, self.states[0].head, st.head)
                 why = compiled.same_code_reason(changed, inputs, b.config)
             with self._cond:
-                self._built.append(Bins(variant=r.variant, dir=Path(r.bin_dir)))
+                self._built.append(Bins(variant=r.variant, dir=Path(r.bin_dir), key=r.key))
                 if why:
                     self._same[r.variant] = why
                 self._cond.notify_all()

@@ -106,6 +106,7 @@ class RunOptions:
     check_archs: tuple[str, ...] = ()
     measure_same_code: bool = False  # also measure variants that compile to base's code
     overlap: bool = True  # builds and CPU steps beside the GPU steps (patchkit.lanes)
+    reuse: bool = True  # reuse finished deterministic measurements by key (patchkit.measure.reuse)
     test: TestOptions
     kernel: KernelOptions
     decode: DecodeOptions
@@ -179,6 +180,7 @@ def resolve_run(
         check_archs=tuple(cli.get("check_arch") or ()),  # type: ignore[arg-type]
         measure_same_code=bool(cli.get("measure_same_code")),
         overlap=not cli.get("no_overlap"),
+        reuse=not cli.get("no_reuse"),
         test=TestOptions(
             suites=suites,
             filter=str(cli.get("filter") or ""),

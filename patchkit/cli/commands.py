@@ -119,6 +119,11 @@ def _run_common(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run builds and compile checks before the GPU steps instead of beside them",
     )
+    p.add_argument(
+        "--no-reuse",
+        action="store_true",
+        help="run every test again even where the same build ran the same test before (default: reused, and said)",
+    )
 
 
 def _test_opts(p: argparse.ArgumentParser) -> None:
@@ -294,30 +299,42 @@ def _recipe_files(args: argparse.Namespace) -> list[Path]:
 
 class Pr(Command):
     name = "pr"
-    help = "create or update the PR body on GitHub from a rendered report (token from $GITHUB_TOKEN)"
+    help = (
+        "replace the body of your existing PR with the report, after showing the diff and a confirmation "
+        "(never opens a PR; token from $GITHUB_TOKEN)"
+    )
 
     def add_arguments(self, p):
         add_common(p)
         p.add_argument("--repo", required=True, help="OWNER/NAME")
-        p.add_argument(
-            "--number", type=positive_int, default=None, help="update this PR's body; without it a PR is created"
-        )
-        p.add_argument("--head", default=None, help="branch of the PR to create, e.g. me:my-branch")
-        p.add_argument("--base", default="master", help="the branch the PR targets (default: master)")
+        p.add_argument("--number", type=positive_int, default=None, help="the number of your PR, opened on GitHub")
+        p.add_argument("--head", default=None, help="refused: patchkit never opens pull requests")
         p.add_argument(
             "--report", default=None, help="the report markdown (default: report.md of the recipe's latest run)"
         )
-        p.add_argument("--api", default="https://api.github.com", help="the GitHub REST API root (https only)")
-        p.add_argument("--dry-run", action="store_true", help="print what would be sent; send nothing")
+        p.add_argument("--api", default=publish.API, help="the GitHub REST API root (https only)")
+        once = p.add_mutually_exclusive_group()
+        once.add_argument(
+            "--confirm", default=None, metavar="DIGEST", help="send the change whose diff printed this digest"
+        )
+        once.add_argument("--dry-run", action="store_true", help="print the diff and its digest; send nothing")
 
     def run(self, args):
+        if args.head or args.number is None:
+            raise PatchkitError(publish.NEVER_OPENS.replace("OWNER/NAME", args.repo))
         if args.report:
             report_md = Path(args.report)
         else:
             ctx = ctx_of(args)
             report_md = latest_run(ctx.ws.runs(ctx.recipe.name)) / "report.md"
-        return publish.publish_main(
-            report_md, args.repo, number=args.number, head=args.head, base=args.base, dry_run=args.dry_run, api=args.api
+        return publish.pr_main(
+            report_md,
+            args.repo,
+            args.number,
+            confirm=args.confirm,
+            dry_run=args.dry_run,
+            ask=publish.terminal_ask(),
+            api=args.api,
         )
 
 

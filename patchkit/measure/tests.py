@@ -6,10 +6,12 @@ import itertools
 import re
 import time
 from collections.abc import Iterable
+from pathlib import Path
 
 from patchkit import parsers, proc
 from patchkit.errors import ParseError, ToolNotFound
-from patchkit.measure.tool import Bins, Built, run_logged
+from patchkit.measure import reuse
+from patchkit.measure.tool import Bins, Built, completed_from_log, failure, run_logged
 from patchkit.options import RunOptions
 from patchkit.progress import Progress
 from patchkit.results import Bundle, Status, Step
@@ -28,7 +30,10 @@ def run_tests(
     backend: str,
     jobs: int = 0,
     timeout: float = 3600,
+    cache: Path | None = None,
 ) -> Step:
+    """test-backend-ops test mode on each variant; a variant whose (build key, arguments) ran before is
+    reused from `cache` (patchkit.measure.reuse) instead of run again."""
     t0 = time.monotonic()
     per: dict[str, dict] = {}
     logs: list[str] = []
@@ -42,18 +47,32 @@ def run_tests(
         for b in itertools.chain([first] if first else [], bins):
             bar.note(b.variant)
             argv = [b.exe("test-backend-ops"), "test", "-b", backend, *args]
-            if jobs:
-                argv += ["-j", str(jobs)]
-            done, why, log = run_logged(
-                bundle,
-                f"test-{suite}-{b.variant}",
-                argv,
-                timeout=timeout,
-                on_line=_counter(bar, b.variant),
-                separate_stderr=True,
-            )
+            k = reuse.key(b.key, "test-backend-ops test", ("-b", backend, *args)) if cache and b.key else ""
+            hit = reuse.lookup(cache, k) if k else None
+            if hit is not None:
+                log = bundle.raw_log(f"test-{suite}-{b.variant}")
+                reuse.copy_into(*hit, log)
+                done = completed_from_log(log)
+                why = failure(done, None)
+                print(f"[test:{suite}] {b.variant}: reused {hit[1]} (same build key and arguments)")
+                bar.update(per_variant or 0)
+            else:
+                if jobs:
+                    argv += ["-j", str(jobs)]
+                done, why, log = run_logged(
+                    bundle,
+                    f"test-{suite}-{b.variant}",
+                    argv,
+                    timeout=timeout,
+                    on_line=_counter(bar, b.variant),
+                    separate_stderr=True,
+                )
             logs.append(bundle.rel(log))
             _record_variant(per, cases, b, done, why, log, bundle, backend)
+            if hit is not None:
+                per[b.variant]["reused_from"] = hit[1]
+            elif k and done is not None and not why and per[b.variant]["status"] in ("ok", "fail"):
+                reuse.store(cache, k, bundle, log)
     diff = {}
     ref = cases.get("base")
     if ref is not None:
@@ -140,6 +159,7 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
         args=inputs(built, opts, name)["args"],
         backend=opts.device,
         jobs=opts.test.jobs,
+        cache=built.ctx.ws.cache / "measure" if opts.reuse else None,
     )
     if built.same_code:
         step.data["same_code"] = dict(built.same_code)

@@ -88,6 +88,7 @@ class Bins:
 
     variant: str
     dir: Path
+    key: str = ""  # its build key (patchkit.build.build_key): what a reused measurement is keyed by
 
     def exe(self, name: str) -> Path:
         return self.dir / name

@@ -1,5 +1,6 @@
-"""patchkit's own raw logs (written by patchkit.proc.run): `$ command`, optional `# cwd: DIR`, the
-tool's output, then `# exit: N, S s` (N is 'timeout' for a killed run)."""
+"""patchkit's own raw logs (written by patchkit.proc.run): `$ command`, optional `# reused: RUN/LOG`
+(a log copied from an earlier run), optional `# cwd: DIR`, the tool's output, then `# exit: N, S s`
+(N is 'timeout' for a killed run)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from patchkit.parsers.records import RawLog
 # the exit line; logs written before proc.run started it on a new line have it glued to output that
 # did not end with a newline
 EXIT_LINE = re.compile(r"# exit: (\S+), ([\d.]+) s$")
+REUSED = "# reused: "  # second line of a log copied from an earlier run (patchkit.measure.reuse)
 
 
 def read_log(path: str | Path) -> str:
@@ -31,6 +33,8 @@ def parse_raw_log(text: str, source: str) -> RawLog:
         raise ParseError(f"{source}:1: not a patchkit raw log (expected '$ <command line>')")
     body = lines[1:]
     cwd = None
+    if body and body[0].startswith(REUSED):  # copied from an earlier run's log (patchkit.measure.reuse)
+        body = body[1:]
     if body and body[0].startswith("# cwd: "):
         cwd, body = body[0][len("# cwd: ") :], body[1:]
     while body and body[-1] == "":
