@@ -35,7 +35,6 @@ from patchkit.series import VariantState, checkout_base
 from patchkit.source import BaseInfo, open_cache_repo
 from patchkit.workspace import Workspace, read_json, write_json
 
-
 MIN_ARCH = 50  # sm_50: the oldest architecture CUDA 12 compiles for (CUDA 13: sm_75)
 
 
@@ -146,8 +145,8 @@ def toolchain(opts: BuildOptions) -> Toolchain:
     wheel = _cublas_from_wheel()
     if wheel is None:
         raise ToolNotFound(
-            f"cuBLAS not found: no cublas_v2.h in the CUDA toolkit at {root} and no nvidia-cublas wheel in this Python; "
-            "pip install nvidia-cublas, or build for the CPU backend instead: patchkit build --backend cpu"
+            f"cuBLAS not found: no cublas_v2.h in the CUDA toolkit at {root} and no nvidia-cublas wheel in this "
+            "Python; pip install nvidia-cublas, or build for the CPU backend instead: patchkit build --backend cpu"
         )
     inc, lib = wheel
     libs = {name: sorted(glob.glob(str(lib / f"lib{name}.so*"))) for name in ("cublas", "cublasLt")}
@@ -497,7 +496,6 @@ def check(
                 for src, obj in objs.items():
                     err = next((e for o, e in failed.items() if o.endswith(obj) or obj.endswith(o)), "")
                     items.append(CheckItem(variant=state.name, arch=arch, source=src, ok=not err, error=err))
-                print(
-                    f"check {state.name} arch {arch}: {sum(1 for i in items if i.variant == state.name and i.arch == arch and i.ok)}/{len(objs)} compiled"
-                )
+                n_ok = sum(1 for i in items if i.variant == state.name and i.arch == arch and i.ok)
+                print(f"check {state.name} arch {arch}: {n_ok}/{len(objs)} compiled")
     return items

@@ -120,10 +120,11 @@ def _nvidia_smi() -> dict[str, str]:
 def _cpu() -> dict[str, Any]:
     model = platform.processor()
     try:
-        for line in open("/proc/cpuinfo", encoding="utf-8"):
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
     except OSError:
         pass
     return {"model": model, "cores": os.cpu_count()}

@@ -198,7 +198,7 @@ def _plan(spec: SyntheticModelSpec) -> list[_Tensor]:
     ]
     for i in range(spec.n_layer):
 
-        def t(key: str, shape: tuple[int, ...], norm: bool = False) -> _Tensor:
+        def t(key: str, shape: tuple[int, ...], norm: bool = False, i: int = i) -> _Tensor:
             return _Tensor(n[key].format(bid=i) + ".weight", shape, norm)
 
         out += [

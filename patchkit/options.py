@@ -195,18 +195,18 @@ def resolve_run(
             rounds=_int(cli.get("rounds") or k.rounds, "--rounds", minimum=1),
             path_params=k.path_params,
             max_rounds=_int(
-                _pick(cli, "kernel_max_rounds", environ, getattr(k, "max_rounds", KernelOptions.max_rounds)),
+                _pick(cli, "kernel_max_rounds", environ, k.max_rounds),
                 "--kernel-max-rounds / PATCHKIT_KERNEL_MAX_ROUNDS",
                 minimum=1,
             ),
-            max_noise=float(getattr(k, "max_noise", KernelOptions.max_noise)),
-            min_time_s=float(getattr(k, "min_time_s", KernelOptions.min_time_s)),
+            max_noise=float(k.max_noise),
+            min_time_s=float(k.min_time),
             max_seconds=_int(
-                _pick(cli, "kernel_max_seconds", environ, getattr(k, "max_seconds", KernelOptions.max_seconds)),
+                _pick(cli, "kernel_max_seconds", environ, k.max_seconds),
                 "--kernel-max-seconds / PATCHKIT_KERNEL_MAX_SECONDS",
             ),
             min_us=_int(
-                _pick(cli, "kernel_min_us", environ, getattr(k, "min_us", KernelOptions.min_us)),
+                _pick(cli, "kernel_min_us", environ, k.min_us),
                 "--kernel-min-us / PATCHKIT_KERNEL_MIN_US",
             ),
         ),

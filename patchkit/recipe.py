@@ -90,6 +90,12 @@ class KernelBench:
     rounds: int = 3
     backend: str = ""  # default: the build's backend device (CUDA0 / CPU)
     path_params: str = ""  # regex: which of the timed cases get kernel names (ncu); empty: all
+    # adaptive rounds (patchkit.measure.kernel, docs/kernel-timing.md); `rounds` is the least
+    max_rounds: int = 10  # a case stops after this many rounds even if not settled
+    max_noise: float = 0.005  # settled: relative stdev of every binary's samples at most this
+    min_time: float = 0.5  # settled: at least this many seconds timed of every binary
+    max_seconds: int = 600  # no new round past this many seconds of test-backend-ops (0: no cap)
+    min_us: int = 1_000_000  # GGML_TEST_PERF_MIN_US (patches/local/0002): least timed time per case
 
 
 @dataclass(frozen=True, kw_only=True)

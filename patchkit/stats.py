@@ -1,19 +1,28 @@
-"""Statistics for timings (scipy), and the bytes an op must move (for % of peak DRAM bandwidth).
+"""Statistics for timings, and the bytes an op must move (for % of peak DRAM bandwidth).
 
-Intervals are bootstrap 95 % intervals of the median (or of the ratio of medians), with a fixed
-random seed so a report renders the same bytes every time.
+Intervals are distribution-free and valid at the small sample counts patchkit takes (3 a side): the
+median's is an order-statistic interval with exact binomial coverage, a ratio's the Hodges-Lehmann
+estimate of new/ref with the exact Mann-Whitney interval (Bauer 1972). Their exact coverage is computed
+and reported (`ci_level`), never assumed, and an interval is never widened to include its estimate.
+No random numbers: a report renders the same bytes every time. See docs/kernel-timing.md.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 import re
 from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy import stats as _st
 
-SEED = 20261130
-CONFIDENCE = 0.95
+CONFIDENCE = 0.95  # the coverage asked for; the one reached is reported (ci_level)
+
+# verdicts: what a ratio says against the A/A noise floor band [1 - floor, 1 + floor]
+SAME, FASTER, SLOWER, AMBIGUOUS = "same", "faster", "slower", "ambiguous"
+VERDICTS = (SAME, FASTER, SLOWER, AMBIGUOUS)
+_OLD_VERDICTS = {"no measurable change": SAME, "faster": FASTER, "slower": SLOWER}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -22,66 +31,57 @@ class Summary:
     median: float
     min: float
     max: float
-    ci_low: float
+    ci_low: float  # the median's order-statistic interval
     ci_high: float
+    ci_level: float  # its exact coverage
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def summarize(samples: list[float]) -> Summary:
+def summarize(samples: list[float], confidence: float = CONFIDENCE) -> Summary:
     a = np.asarray(samples, dtype=float)
     if a.size == 0:
         raise ValueError("no samples")
-    med = float(np.median(a))
-    if a.size < 3 or np.all(a == a[0]):
-        lo, hi = float(a.min()), float(a.max())
-    else:
-        res = _st.bootstrap(
-            (a,),
-            np.median,
-            confidence_level=CONFIDENCE,
-            n_resamples=2000,
-            method="percentile",
-            rng=np.random.default_rng(SEED),
-        )
-        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    return Summary(n=int(a.size), median=med, min=float(a.min()), max=float(a.max()), ci_low=lo, ci_high=hi)
+    lo, hi, cover = median_interval(samples, confidence)
+    return Summary(
+        n=int(a.size),
+        median=float(np.median(a)),
+        min=float(a.min()),
+        max=float(a.max()),
+        ci_low=lo,
+        ci_high=hi,
+        ci_level=cover,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
 class Ratio:
-    ratio: float  # median(new) / median(ref)
+    ratio: float  # the Hodges-Lehmann estimate of new/ref: the median of all pairwise ratios
     ci_low: float
     ci_high: float
+    ci_level: float | None = None  # the interval's exact coverage (None: not known, e.g. an old record)
+    n_ref: int = 0
+    n_new: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def _ratio_of_medians(ref, new, axis=-1):
-    return np.median(new, axis=axis) / np.median(ref, axis=axis)
+def ratio(ref: list[float], new: list[float], confidence: float = CONFIDENCE) -> Ratio:
+    """new / ref: the Hodges-Lehmann estimate and its exact distribution-free interval."""
+    if not len(ref) or not len(new):
+        raise ValueError("no samples")
+    est, lo, hi, cover = ratio_interval(ref, new, confidence)
+    return Ratio(ratio=est, ci_low=lo, ci_high=hi, ci_level=cover, n_ref=len(ref), n_new=len(new))
 
 
-def ratio(ref: list[float], new: list[float]) -> Ratio:
-    a, b = np.asarray(ref, dtype=float), np.asarray(new, dtype=float)
-    r = float(np.median(b) / np.median(a))
-    if min(a.size, b.size) < 3:
-        lo = float(b.min() / a.max())
-        hi = float(b.max() / a.min())
-    else:
-        res = _st.bootstrap(
-            (a, b),
-            _ratio_of_medians,
-            confidence_level=CONFIDENCE,
-            n_resamples=2000,
-            method="percentile",
-            rng=np.random.default_rng(SEED),
-            vectorized=True,
-            paired=False,
-        )
-        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    return Ratio(ratio=r, ci_low=min(lo, r), ci_high=max(hi, r))
+def rel_noise(samples: list[float]) -> float:
+    """NVBench's noise: the relative standard deviation of the samples (inf with fewer than 2)."""
+    a = np.asarray(samples, dtype=float)
+    if a.size < 2 or not np.mean(a):
+        return math.inf
+    return float(np.std(a, ddof=1) / abs(np.mean(a)))
 
 
 def noise_floor(aa_ratios: list[float]) -> float:
@@ -92,12 +92,84 @@ def noise_floor(aa_ratios: list[float]) -> float:
 
 
 def verdict(r: Ratio, floor: float, *, higher_is_better: bool = False) -> str:
-    """'faster' / 'slower' or 'no measurable change' inside the noise floor or the interval. Ratios of
-    times are better below 1; ratios of rates (t/s) with higher_is_better above 1."""
-    change = r.ratio - 1.0
-    if abs(change) <= floor or (r.ci_low <= 1.0 <= r.ci_high):
-        return "no measurable change"
-    return "faster" if (change > 0) == higher_is_better else "slower"
+    """What the interval says against the noise floor band [1 - floor, 1 + floor]: 'same' inside it,
+    'faster' / 'slower' wholly outside it on one side, 'ambiguous' when it straddles a band edge. Ratios
+    of times are better below 1; ratios of rates (t/s) with higher_is_better above 1."""
+    lo_band, hi_band = 1.0 - floor, 1.0 + floor
+    if lo_band <= r.ci_low and r.ci_high <= hi_band:
+        return SAME
+    if r.ci_high < lo_band or r.ci_low > hi_band:
+        below = r.ci_high < lo_band
+        return SLOWER if below == higher_is_better else FASTER
+    return AMBIGUOUS
+
+
+def normalize_verdict(v: str) -> str:
+    """A verdict of any patchkit version as today's label ('no measurable change' -> 'same')."""
+    return _OLD_VERDICTS.get(v, v)
+
+
+# ---------------------------------------------------------------------------------------------
+# Distribution-free intervals, valid at the small sample counts patchkit takes (3 per side):
+# exact coverage is computed and reported, never assumed, and the interval is never widened to
+# include a point estimate.
+
+
+def median_interval(samples: list[float], confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+    """The order-statistic interval of the median, [x_(k), x_(n+1-k)], with the largest k whose exact
+    binomial coverage is at least `confidence` ([min, max] when none reaches it); returns (low, high,
+    exact coverage). n=3 gives [min, max] at 75 %, n=9 [x_(2), x_(8)] at 96 %."""
+    x = np.sort(np.asarray(samples, dtype=float))
+    n = x.size
+    lo, hi, cover = float(x[0]), float(x[-1]), 1.0 - 2.0 * 0.5**n
+    for k in range(2, (n + 1) // 2 + 1):
+        c = 1.0 - 2.0 * float(_st.binom.cdf(k - 1, n, 0.5))
+        if c < confidence:
+            break
+        lo, hi, cover = float(x[k - 1]), float(x[n - k]), c
+    return lo, hi, cover
+
+
+@functools.cache
+def _u_counts(n: int, m: int) -> tuple[int, ...]:
+    """How many orderings of n x's and m y's have U = u (pairs with the x above the y), u = 0..n*m."""
+    if n == 0 or m == 0:
+        return (1,)
+    out = [0] * (n * m + 1)
+    for u, c in enumerate(_u_counts(n - 1, m)):  # the largest is an x: above all m y's
+        out[u + m] += c
+    for u, c in enumerate(_u_counts(n, m - 1)):  # the largest is a y
+        out[u] += c
+    return tuple(out)
+
+
+def u_cdf(k: int, n: int, m: int) -> float:
+    """P(U <= k) under the null (no ties); the normal approximation past 40 samples a side."""
+    if max(n, m) > 40:
+        mu, sd = n * m / 2, math.sqrt(n * m * (n + m + 1) / 12)
+        return float(_st.norm.cdf((k + 0.5 - mu) / sd))
+    counts = _u_counts(n, m)
+    return sum(counts[: k + 1]) / sum(counts)
+
+
+def ratio_interval(
+    ref: list[float], new: list[float], confidence: float = CONFIDENCE
+) -> tuple[float, float, float, float]:
+    """The Hodges-Lehmann estimate of new/ref (the median of all pairwise ratios) and its exact
+    distribution-free interval from the Mann-Whitney distribution (Bauer 1972): the k-th smallest and
+    largest pairwise ratio, k the largest with coverage >= `confidence` (k=1 when none reaches it).
+    Returns (estimate, low, high, exact coverage). 3 vs 3 samples give [min, max] ratio at 90 %."""
+    a, b = np.log(np.asarray(ref, dtype=float)), np.log(np.asarray(new, dtype=float))
+    d = np.sort(np.subtract.outer(b, a).ravel())
+    n, m, total = a.size, b.size, d.size
+    est = float(np.exp(np.median(d)))
+    k, cover = 1, 1.0 - 2.0 * u_cdf(0, n, m)
+    for kk in range(2, total // 2 + 1):
+        c = 1.0 - 2.0 * u_cdf(kk - 1, n, m)
+        if c < confidence:
+            break
+        k, cover = kk, c
+    return est, float(np.exp(d[k - 1])), float(np.exp(d[total - k])), cover
 
 
 # ---------------------------------------------------------------------------------------------

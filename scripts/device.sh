@@ -1,47 +1,58 @@
 #!/usr/bin/env bash
-# Drive a long patchkit job on a lent GPU machine whose commands are limited to 10 minutes each:
-# `start` launches the job in its own session (it outlives the call), `wait` follows it for at most
-# N seconds, `collect` packs the run folder into $OUT. State is on disk: rerunning `start` resumes.
+# Drive patchkit jobs on a lent GPU machine whose commands are limited to 10 minutes each and whose
+# working tree is replaced by every call: `start` copies the project and the carried work folder to
+# /root/pkjob (outside the tree the next call replaces), installs the carried wheels there, and runs
+# the job in its own session (it outlives the call); `wait` follows it for at most N seconds;
+# `collect` packs the run folders, the job log and the build manifests into $OUT (call it at the
+# end of every call: the machine and all on it are lost when it goes back).
 #
-#   scripts/device.sh start  '<patchkit args>'   # e.g. 'run --arch 90 --run h200 --offline'
+#   scripts/device.sh start  'patchkit run --arch 90 -j 16 --offline --run h200'   # one command a line
 #   scripts/device.sh wait   540
 #   scripts/device.sh collect
+#
+# Carried (ignored by git, named in the call's `carry`): carry/work/cache/ (the bare repo holding the
+# base and bases/*.json; no sdist: the machine has no network) and carry/wheels/ (GitPython, gitdb,
+# smmap, gguf, pyyaml, tomlkit for the machine's Python).
 set -u
 here=$(cd "$(dirname "$0")/.." && pwd)
-cd "$here"
-export PATCHKIT_WORK=${PATCHKIT_WORK:-$here/carry/work}
-export PYTHONPATH=$here:$here/carry/site
+job=${PKJOB:-/root/pkjob}
+export PATCHKIT_WORK=$job/work
+export PYTHONPATH=$job/pk:$job/site
 export PYTHONUNBUFFERED=1
-state=$PATCHKIT_WORK/device
-mkdir -p "$state"
+state=$job/state
 case "${1:-}" in
 start)
     shift
-    if [ ! -d carry/site/git ]; then
-        python3 -m pip install -q --no-index --no-deps --target carry/site carry/wheels/*.whl || exit 1
+    if [ ! -d "$job/pk" ]; then
+        mkdir -p "$job" "$state"
+        mkdir -p "$job/pk"
+        tar -C "$here" --exclude ./carry --exclude ./.git --exclude './.patchkit*' -cf - . | tar -C "$job/pk" -xf - || exit 1
+        cp -a "$here/carry/work" "$job/work" || exit 1
+        python3 -m pip install -q --no-index --no-deps --target "$job/site" "$here"/carry/wheels/*.whl || exit 1
     fi
     if [ -f "$state/pid" ] && kill -0 "$(cat "$state/pid")" 2>/dev/null; then
         echo "already running: pid $(cat "$state/pid")"; exit 0
     fi
     n=$(ls "$state"/job-*.sh 2>/dev/null | wc -l)
-    job=$state/job-$((n + 1)).sh
-    printf '%s\n' "set -x" "$@" > "$job"
+    script=$state/job-$((n + 1)).sh
+    { echo "set -x"; echo "cd $job/pk"; for c in "$@"; do echo "${c/#patchkit /python3 -m patchkit }"; done; } > "$script"
     rm -f "$state/rc"
-    setsid bash -c "bash '$job' > '$state/log' 2>&1; echo \$? > '$state/rc'" < /dev/null > /dev/null 2>&1 &
+    setsid bash -c "bash '$script' >> '$state/log' 2>&1; echo \$? > '$state/rc'" < /dev/null > /dev/null 2>&1 &
     echo $! > "$state/pid"
-    echo "started $job"
+    echo "started $script"
     ;;
 wait)
     limit=${2:-540}
     t=0
     while [ ! -f "$state/rc" ] && [ "$t" -lt "$limit" ]; do sleep 5; t=$((t + 5)); done
-    tail -n 60 "$state/log"
+    grep -v '^+ /' "$state/log" | tail -n 40
     if [ -f "$state/rc" ]; then echo "JOB DONE rc=$(cat "$state/rc")"; else echo "JOB STILL RUNNING after ${t}s"; fi
     ;;
 collect)
     out=${OUT:-/tmp/out}
     mkdir -p "$out"
-    tar czf "$out/runs.tgz" -C "$PATCHKIT_WORK" runs device/log $(cd "$PATCHKIT_WORK" && ls -d builds/*/*/bin/*/manifest.json logs 2>/dev/null)
+    (cd "$PATCHKIT_WORK" && tar czf "$out/runs.tgz" runs $(ls -d builds/*/*/bin/*/manifest.json logs 2>/dev/null)) 2>/dev/null
+    cp "$state/log" "$out/job.log" 2>/dev/null
     ls -la "$out"
     ;;
 *)

@@ -138,6 +138,24 @@ def _kernel_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rounds", type=positive_int, default=0, help="kernel timing: interleaved rounds (default: recipe)")
     p.add_argument("--params", default=None, help="kernel timing: test-backend-ops -p regex (default: recipe)")
     p.add_argument("--test-file", default=None, help="kernel timing: exact test-backend-ops --test-file")
+    p.add_argument(
+        "--kernel-max-rounds",
+        type=positive_int,
+        default=0,
+        help="kernel timing: most rounds of a case (default: recipe)",
+    )
+    p.add_argument(
+        "--kernel-max-seconds",
+        type=non_negative_int,
+        default=None,
+        help="kernel timing: no new round after this many seconds of test-backend-ops (0: no cap; default: recipe)",
+    )
+    p.add_argument(
+        "--kernel-min-us",
+        type=non_negative_int,
+        default=None,
+        help="kernel timing: least timed microseconds per case and process (default: recipe)",
+    )
 
 
 def _decode_opts(p: argparse.ArgumentParser) -> None:
@@ -322,6 +340,8 @@ class Pr(Command):
     def run(self, args):
         if args.head or args.number is None:
             raise PatchkitError(publish.NEVER_OPENS.replace("OWNER/NAME", args.repo))
+        if args.offline:
+            raise PatchkitError("--offline: patchkit pr reads and updates the PR on GitHub; nothing sent")
         if args.report:
             report_md = Path(args.report)
         else:

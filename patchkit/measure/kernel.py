@@ -1,18 +1,92 @@
-"""Step `bench:kernel`: test-backend-ops perf, variants interleaved round by round with an A/A copy of base."""
+"""Step `bench:kernel`: test-backend-ops perf, variants interleaved round by round with an A/A copy of base.
+
+Rounds go on per case until the case is settled (NVBench's rule: every binary has at least the minimum
+of samples and of timed time, and the relative noise of its samples is below a threshold; the A/B
+difference is never looked at) or a cap is reached; a settled case leaves the later rounds. Each case is
+then judged once, from its interval against the A/A noise floor (see docs/kernel-timing.md).
+"""
 
 from __future__ import annotations
 
+import math
+import re
 import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 
-from patchkit import parse, stats, upstreamdb
-from patchkit.errors import ResultsError
-from patchkit.measure.tool import Bins, Built, run_parsed
+from patchkit import parsers, stats, upstreamdb
+from patchkit.errors import ParseError, ResultsError
+from patchkit.measure.tool import Bins, Built, run_logged
 from patchkit.options import RunOptions
 from patchkit.progress import Progress
 from patchkit.results import Bundle, Status, Step
 
+MIN_US_ENV = "GGML_TEST_PERF_MIN_US"  # patches/local/0002: the timed time of each case per process
+
+# why a case stopped
+SETTLED, MAX_ROUNDS, MAX_SECONDS = "settled", "max_rounds", "max_seconds"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Timing:
+    """When a case has been timed enough. A case is settled when every binary has at least `min_rounds`
+    samples, at least `min_time_s` of timed time (avg_time_us * n_runs summed) and a relative noise
+    (stdev / mean of its samples) of at most `max_noise`; it stops anyway after `max_rounds` rounds, and
+    once every case has had `min_rounds` no new round starts after `max_seconds` of test-backend-ops
+    processes (0: no time cap). `min_us` is each case's minimum timed time per process."""
+
+    min_rounds: int = 3
+    max_rounds: int = 10
+    max_noise: float = 0.005
+    min_time_s: float = 0.5
+    max_seconds: float = 600.0
+    min_us: int = 1_000_000
+
+    @classmethod
+    def fixed(cls, rounds: int) -> Timing:
+        """Exactly `rounds` rounds for every case (runs recorded before rounds were adaptive)."""
+        return cls(min_rounds=rounds, max_rounds=rounds, max_seconds=0.0)
+
+    @classmethod
+    def from_data(cls, d: dict) -> Timing:
+        if "timing" in d:
+            return cls(**d["timing"])
+        return cls.fixed(int(d["rounds"]))
+
+    @property
+    def cap(self) -> int:
+        return max(self.min_rounds, self.max_rounds)
+
+
+@dataclass
+class Case:
+    """One case's samples while it is timed: label -> per-process avg_time_us, n_runs and timed s."""
+
+    params: str
+    samples: dict[str, list[float]] = field(default_factory=dict)
+    n_runs: dict[str, list[int]] = field(default_factory=dict)
+    timed_s: dict[str, float] = field(default_factory=dict)
+    rounds: int = 0
+    stop: str = ""  # '' while open; else SETTLED / MAX_ROUNDS / MAX_SECONDS
+
+    def add(self, label: str, rec) -> None:
+        self.samples.setdefault(label, []).append(rec.time_us)
+        self.n_runs.setdefault(label, []).append(rec.n_runs)
+        self.timed_s[label] = self.timed_s.get(label, 0.0) + rec.time_us * rec.n_runs / 1e6
+
+    def settled(self, labels: list[str], t: Timing) -> bool:
+        """NVBench's rule, for every binary; never looks at the difference between binaries."""
+        for lab in labels:
+            xs = self.samples.get(lab, [])
+            if len(xs) < t.min_rounds or self.timed_s.get(lab, 0.0) < t.min_time_s:
+                return False
+            if stats.rel_noise(xs) > t.max_noise:
+                return False
+        return self.rounds >= t.min_rounds
+
+
 # ---------------------------------------------------------------------------------------------
-# test-backend-ops perf, interleaved rounds with an A/A copy of base
+# Running the rounds
 
 
 def _perf_argv(b: Bins, backend: str, op: str, params: str, test_file: str) -> list:
@@ -21,9 +95,160 @@ def _perf_argv(b: Bins, backend: str, op: str, params: str, test_file: str) -> l
         argv += ["--test-file", test_file]
     else:
         argv += ["-o", op]
-        if params:
-            argv += ["-p", params]
+    if params:
+        argv += ["-p", params]
     return argv
+
+
+_REGEX_SPECIAL = re.compile(r"([\\^$.|?*+()\[\]{}])")
+
+
+def cases_regex(params: list[str]) -> str:
+    """A test-backend-ops -p regex (std::regex, ECMAScript) matching exactly these cases' params."""
+    return "^(" + "|".join(_REGEX_SPECIAL.sub(r"\\\1", p) for p in params) + ")$"
+
+
+@dataclass
+class _Rounds:
+    """The state of the rounds: what runs them, and what they have produced so far."""
+
+    bundle: Bundle
+    labeled: list  # (label, Bins), base first and its A/A copy last
+    argv_of: Callable[[Bins, str], list]  # the command line of a binary with a -p regex
+    timing: Timing
+    timeout: float
+    cases: dict[str, Case] = field(default_factory=dict)
+    seconds: float = 0.0  # summed test-backend-ops process seconds, as their raw logs say
+    logs: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    runs: list = field(default_factory=list)  # (label, records) of every tool run: the upstream database
+
+    def perf(self, name: str, argv: list, what: str, label: str) -> list:
+        """One test-backend-ops process: its supported records. Its seconds are read as its raw log
+        has them, so that a replay takes the same decisions. A failure goes to `errors`."""
+        done, why, path = run_logged(
+            self.bundle,
+            name,
+            argv,
+            timeout=self.timeout,
+            env={MIN_US_ENV: str(self.timing.min_us)},
+            separate_stderr=True,
+        )
+        self.logs.append(self.bundle.rel(path))
+        self.seconds += round(done.seconds, 1) if done is not None else 0.0
+        if why or done is None:
+            self.errors.append(f"{what}: {why}")
+            return []
+        try:
+            recs = parsers.parse_perf_sql(done.stdout, str(path))
+        except ParseError as e:
+            self.errors.append(f"{what}: {e}")
+            return []
+        self.runs.append((label, list(recs)))
+        return [r for r in recs if r.supported is not False]
+
+    def round(self, r: int, first_pattern: str, bar: Progress) -> None:
+        """Round r: every binary once (order alternating between rounds), on the cases still open."""
+        open_ = [c for c in self.cases.values() if not c.stop]
+        pattern = first_pattern if r == 1 else cases_regex([c.params for c in open_])
+        order = self.labeled if r % 2 else [self.labeled[0], *reversed(self.labeled[1:])]
+        for label, b in order:
+            bar.update(1, f"round {r} {label}" + (f", {len(open_)} cases open" if r > 1 else ""))
+            name = f"perf-r{r}-{label.replace('#', '_aa')}"
+            for rec in self.perf(name, self.argv_of(b, pattern), f"{label} round {r}", label):
+                if r == 1:
+                    self.cases.setdefault(rec.op_params, Case(params=rec.op_params))
+                c = self.cases.get(rec.op_params)
+                if c is not None and not c.stop:
+                    c.add(label, rec)
+        for c in self.cases.values() if r == 1 else open_:
+            c.rounds += 1
+
+    def close(self) -> None:
+        """After a round: which open cases stop, and why."""
+        t, labels = self.timing, [lab for lab, _ in self.labeled]
+        open_ = [c for c in self.cases.values() if not c.stop]
+        late = bool(t.max_seconds) and self.seconds >= t.max_seconds and all(c.rounds >= t.min_rounds for c in open_)
+        for c in open_:
+            if c.settled(labels, t):
+                c.stop = SETTLED
+            elif c.rounds >= t.cap:
+                c.stop = MAX_ROUNDS
+            elif late:
+                c.stop = MAX_SECONDS
+
+    def run(self, first_pattern: str) -> int:
+        """The rounds until every case has stopped; returns how many ran."""
+        t = self.timing
+        with Progress(
+            "bench:kernel",
+            total=t.cap * len(self.labeled),
+            unit="run",
+            what=f"{t.min_rounds} to {t.cap} rounds x {len(self.labeled)} binaries, settled cases leave",
+        ) as bar:
+            r = 0
+            while r < t.cap and (r == 0 or any(not c.stop for c in self.cases.values())):
+                r += 1
+                self.round(r, first_pattern, bar)
+                if not self.cases:
+                    break
+                self.close()
+        return r
+
+
+# ---------------------------------------------------------------------------------------------
+# Judging each case once
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def _variant(c: Case, label: str, nbytes: float | None, peak_bw_gbs: float | None) -> dict:
+    xs = c.samples[label]
+    s = stats.summarize(xs)
+    gbs = nbytes / (s.median * 1e-6) / 1e9 if nbytes else None
+    return {
+        "samples_us": xs,
+        **s.to_dict(),
+        "gbs": gbs,
+        "pct_peak": (100 * gbs / peak_bw_gbs) if (gbs and peak_bw_gbs) else None,
+        "noise": _finite(stats.rel_noise(xs)),
+        "timed_s": c.timed_s[label],
+        "n_runs": c.n_runs[label],
+    }
+
+
+def judge(cases: dict[str, Case], op: str, base_label: str, aa_label: str, peak_bw_gbs: float | None) -> tuple:
+    """(cases as the step records them, the A/A noise floor): each case judged once."""
+    out, aa = [], []
+    for c in cases.values():
+        nbytes = stats.op_bytes(op, c.params)
+        variants = {lab: _variant(c, lab, nbytes, peak_bw_gbs) for lab in c.samples}
+        aa_ratio = None
+        if base_label in c.samples and aa_label in c.samples:
+            aa_ratio = stats.ratio(c.samples[base_label], c.samples[aa_label]).ratio
+            aa.append(aa_ratio)
+        out.append(
+            {
+                "params": c.params,
+                "bytes": nbytes,
+                "variants": variants,
+                "aa_ratio": aa_ratio,
+                "rounds": c.rounds,
+                "stop": c.stop,
+            }
+        )
+    floor = stats.noise_floor(aa)
+    for oc, c in zip(out, cases.values()):
+        ref = c.samples.get(base_label)
+        oc["vs_base"] = {}
+        for label, xs in c.samples.items():
+            if label == base_label or ref is None:
+                continue
+            rr = stats.ratio(ref, xs)
+            oc["vs_base"][label] = {**rr.to_dict(), "verdict": stats.verdict(rr, floor)}
+    return out, floor
 
 
 def run_kernel_bench(
@@ -34,109 +259,55 @@ def run_kernel_bench(
     op: str,
     params: str,
     test_file: str = "",
-    rounds: int = 3,
+    timing: Timing | None = None,
     peak_bw_gbs: float | None = None,
     timeout: float = 1800,
 ) -> Step:
     t0 = time.monotonic()
+    t = timing or Timing()
     if not bins:
         return Step(name="bench:kernel", status=Status.NOT_RUN, reason="no built variants")
     base = next((b for b in bins if b.variant == "base"), bins[0])
     labeled = [(base.variant, base), *[(b.variant, b) for b in bins if b is not base], (f"{base.variant}#2", base)]
-    samples: dict[str, dict[str, list[float]]] = {}  # params -> label -> [time_us]
-    logs: list[str] = []
-    errors: list[str] = []
-    runs: list[tuple[str, list]] = []  # (label, records) of every tool run: the upstream database
-    with Progress(
-        "bench:kernel",
-        total=max(rounds, 1) * len(labeled),
-        unit="run",
-        what=f"{max(rounds, 1)} rounds x {len(labeled)} binaries",
-    ) as bar:
-        for r in range(1, max(rounds, 1) + 1):
-            order = labeled if r % 2 else [labeled[0], *reversed(labeled[1:])]
-            for label, b in order:
-                bar.update(1, f"round {r}/{max(rounds, 1)} {label}")
-                recs = run_parsed(
-                    bundle,
-                    f"perf-r{r}-{label.replace('#', '_aa')}",
-                    _perf_argv(b, backend, op, params, test_file),
-                    parse.parse_perf_sql,
-                    errors,
-                    f"{label} round {r}",
-                    logs,
-                    timeout=timeout,
-                    separate_stderr=True,
-                )
-                runs.append((label, list(recs or ())))
-                for rec in recs or ():
-                    if rec.supported is False:
-                        continue
-                    samples.setdefault(rec.op_params, {}).setdefault(label, []).append(rec.time_us)
-    if not samples:
+    rounds = _Rounds(
+        bundle=bundle,
+        labeled=labeled,
+        argv_of=lambda b, p: _perf_argv(b, backend, op, p, test_file),
+        timing=t,
+        timeout=timeout,
+    )
+    rounds_run = rounds.run("" if test_file else params)
+    cases, logs, errors = rounds.cases, rounds.logs, rounds.errors
+    data = {
+        "op": op,
+        "params": params,
+        "test_file": test_file,
+        "rounds": t.min_rounds,
+        "backend": backend,
+        "peak_bw_gbs": peak_bw_gbs,
+        "timing": asdict(t),
+        "rounds_run": rounds_run,
+        "process_seconds": round(rounds.seconds, 1),
+        "confidence": stats.CONFIDENCE,
+    }
+    if not cases:
         return Step(
             name="bench:kernel",
             status=Status.ERROR if errors else Status.NOT_RUN,
             reason="; ".join(errors) or f"no {op} case matched {params or test_file!r} on {backend}",
             logs=logs,
             seconds=round(time.monotonic() - t0, 1),
-            data={
-                "op": op,
-                "params": params,
-                "test_file": test_file,
-                "rounds": rounds,
-                "backend": backend,
-                "peak_bw_gbs": peak_bw_gbs,
-            },
+            data=data,
         )
-    cases = []
-    aa = []
-    base_label, aa_label = labeled[0][0], labeled[-1][0]
-    for p, by_label in samples.items():
-        nbytes = stats.op_bytes(op, p)
-        variants = {}
-        for label, xs in by_label.items():
-            s = stats.summarize(xs)
-            gbs = nbytes / (s.median * 1e-6) / 1e9 if nbytes else None
-            variants[label] = {
-                "samples_us": xs,
-                **s.to_dict(),
-                "gbs": gbs,
-                "pct_peak": (100 * gbs / peak_bw_gbs) if (gbs and peak_bw_gbs) else None,
-            }
-        aa_ratio = None
-        if base_label in by_label and aa_label in by_label:
-            aa_ratio = stats.ratio(by_label[base_label], by_label[aa_label]).ratio
-            aa.append(aa_ratio)
-        cases.append({"params": p, "bytes": nbytes, "variants": variants, "aa_ratio": aa_ratio})
-    floor = stats.noise_floor(aa)
-    for c in cases:
-        ref = samples[c["params"]].get(base_label)
-        c["vs_base"] = {}
-        for label, xs in samples[c["params"]].items():
-            if label == base_label or ref is None:
-                continue
-            rr = stats.ratio(ref, xs)
-            c["vs_base"][label] = {**rr.to_dict(), "verdict": stats.verdict(rr, floor)}
-    db = upstream_db(bundle, upstreamdb.TEST_BACKEND_OPS_DB, runs, errors)
+    out, floor = judge(cases, op, labeled[0][0], labeled[-1][0], peak_bw_gbs)
+    db = upstream_db(bundle, upstreamdb.TEST_BACKEND_OPS_DB, rounds.runs, errors)
     return Step(
         name="bench:kernel",
         status=Status.ERROR if errors else Status.OK,
         reason="; ".join(errors),
         seconds=round(time.monotonic() - t0, 1),
         logs=logs,
-        data={
-            "op": op,
-            "params": params,
-            "test_file": test_file,
-            "rounds": rounds,
-            "backend": backend,
-            "peak_bw_gbs": peak_bw_gbs,
-            "labels": [lab for lab, _ in labeled],
-            "cases": cases,
-            "noise_floor": floor,
-            "upstream_db": db,
-        },
+        data={**data, "labels": [lab for lab, _ in labeled], "cases": out, "noise_floor": floor, "upstream_db": db},
     )
 
 
@@ -153,6 +324,18 @@ def upstream_db(bundle: Bundle, name: str, runs: list, errors: list[str]) -> dic
     return {"file": name, "labels": labels}
 
 
+def timing_of(opts: RunOptions) -> Timing:
+    k = opts.kernel
+    return Timing(
+        min_rounds=k.rounds,
+        max_rounds=k.max_rounds,
+        max_noise=k.max_noise,
+        min_time_s=k.min_time_s,
+        max_seconds=k.max_seconds,
+        min_us=k.min_us,
+    )
+
+
 def step(built: Built, opts: RunOptions, name: str) -> Step:
     k = opts.kernel
     if (skip := built.nothing_to_compare(name)) is not None:
@@ -164,14 +347,20 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
         op=k.op,
         params=k.params,
         test_file=k.test_file,
-        rounds=k.rounds,
+        timing=timing_of(opts),
         peak_bw_gbs=built.peak_bw_gbs,
     )
 
 
 def inputs(built: Built, opts: RunOptions, name: str) -> dict:
     k = opts.kernel
-    return {"op": k.op, "params": k.params, "test_file": k.test_file, "rounds": k.rounds}
+    return {
+        "op": k.op,
+        "params": k.params,
+        "test_file": k.test_file,
+        "rounds": k.rounds,
+        "timing": asdict(timing_of(opts)),
+    }
 
 
 def reparse(bundle: Bundle, old: Step, bins: list[Bins]) -> Step:
@@ -183,6 +372,6 @@ def reparse(bundle: Bundle, old: Step, bins: list[Bins]) -> Step:
         op=d["op"],
         params=d["params"],
         test_file=d.get("test_file", ""),
-        rounds=d["rounds"],
+        timing=Timing.from_data(d),
         peak_bw_gbs=(bundle.env.get("gpu") or {}).get("peak_bw_gbs"),
     )

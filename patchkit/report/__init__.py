@@ -7,9 +7,20 @@ rendered from stored results bundles only (results.json, env.json; raw logs are 
             -> markdown (render; each section's blocks laid out by templates/pr.md.j2),
                JSON (Evidence.to_json) and decode.png (plot)
 
+The markdown is read in one screen: the author's prose (prose: soft wraps undone, words as written,
+related upstream PRs and issues as links), then a summary (summary: per PR patch, what it changes, how
+many kernel cases and llama-bench tests are faster / slower / unchanged with the range of their ratios,
+its tests and numerics; compile checks as counts; variants that compile to base's code, not measured),
+then what was not tested, then each section's evidence collapsed in a <details> block that names its raw
+logs. A table's interval method, noise floor and verdict rule are said once, in a caption, from the data
+(intervals: the older bootstrap intervals, plainly not meaningful at n=3, or the distribution-free ones
+with their exact coverage). Everything patchkit writes is ASCII (fmt.ascii_blocks, as llama.cpp's
+AGENTS.md asks); non-ASCII characters in the author's text are kept and named in the footer.
+
 Modules: one per step kind, each holding that kind's evidence extraction and its markdown section
 (build, check, test, kernel, path, decode, numerics); the other sections (hardware, prose: the author's
-text and the patch lists, attribution, not_tested); fmt (number formats, cells, blocks).
+text and the patch lists, summary, attribution, not_tested); intervals (the captions of intervals and
+verdicts); fmt (number formats, cells, blocks, ASCII).
 
 SECTIONS (patchkit.report.sections) maps a step kind to its Section, in report order:
 "build", "check", "test", "bench:kernel", "bench:path", "bench:decode", "numerics".
@@ -25,10 +36,10 @@ SECTIONS (patchkit.report.sections) maps a step kind to its Section, in report o
 build and check give one list per run (their configs); collect joins them into Evidence.builds. The
 others give their Evidence field (Tests, Kernel, KernelPath, Decode, Numerics).
 
-Deterministic: the same bundles give the same bytes (no clock, sorted keys, fixed number formats,
-fixed bootstrap seed). patchkit writes no prose: the author's text comes verbatim from the recipe
-(recorded in results.json as recipe_info); everything else is a heading, a fixed label, or a
-sentence generated from the data.
+Deterministic: the same bundles give the same bytes (no clock, sorted keys, fixed number formats; the
+ratios computed between two patched variants use patchkit.stats, which draws no random numbers).
+patchkit writes no prose: the author's text comes from the recipe (recorded in results.json as
+recipe_info); everything else is a heading, a fixed label, or a sentence generated from the data.
 """
 
 from __future__ import annotations

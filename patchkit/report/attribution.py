@@ -1,10 +1,14 @@
 """Per-patch attribution: each PR patch's prefix without it against the prefix with it, on kernel medians
-(bench:kernel) and decode t/s (bench:decode). Against base the stored ratios are used; between two prefixes
-the ratio is computed from the stored samples."""
+(bench:kernel) and decode t/s (bench:decode, per llama-bench test). Against base the stored ratios are used;
+between two prefixes the ratio is computed from the stored samples. A prefix that compiles to base's code
+(same_code) was not measured: base stands in for it. The summary counts these rows; the markdown here
+shows only the computed ones (the stored ones are the kernel and decode tables' own cells)."""
 
 from __future__ import annotations
 
+import patchkit.report.intervals as intervals
 from patchkit import stats
+from patchkit.report.decode import tests_of
 from patchkit.report.evidence import (
     Attribution,
     AttributionMissing,
@@ -14,13 +18,11 @@ from patchkit.report.evidence import (
     KernelRun,
     Patch,
 )
-from patchkit.report.fmt import Block, bench_test_name, code, gpu_col, interval, num, prefix, table, text
+from patchkit.report.fmt import ARROW, Block, code, details, gpu_col, interval, num, prefix, table, text, verdict_word
 
 RATIO_NOTE = (
     "Kernel ratio = time(with) / time(without), < 1 is faster; "
-    "decode ratio = t/s(with) / t/s(without), > 1 is faster. "
-    "Against base: the stored ratios; between two prefixes: computed from the stored samples "
-    "(bootstrap 95 % interval of the ratio of medians)."
+    "decode ratio = t/s(with) / t/s(without), > 1 is faster; computed from the stored samples. Intervals: "
 )
 
 
@@ -35,8 +37,11 @@ def _throughput_verdict(r: stats.Ratio) -> str:
 def _row(
     gpu: str, pid: str, a: str, b: str, kind: str, what: str, values: tuple, rr: stats.Ratio, verdict: str, how: str
 ) -> AttributionRow:
-    """One comparison: `a` (without the patch) against `b` (with it); values: the two medians."""
+    """One comparison: `a` (without the patch) against `b` (with it); values: the two medians and sample counts."""
+    more = {k: v for k, v in rr.to_dict().items() if k not in ("ratio", "ci_low", "ci_high")}
     return AttributionRow(
+        n=list(values[2:]),
+        interval=more,
         gpu=gpu,
         patch=pid,
         without=a,
@@ -67,7 +72,11 @@ def _kernel_rows(ke: KernelRun, pid: str, a: str, b: str) -> list[AttributionRow
         else:
             rr = stats.ratio(va["samples_us"], vb["samples_us"])
             verdict, how = stats.verdict(rr, ke.measured.noise_floor or 0.0), "computed"
-        out.append(_row(ke.gpu, pid, a, b, "kernel", c.params, (va["median"], vb["median"]), rr, verdict, how))
+        out.append(
+            _row(
+                ke.gpu, pid, a, b, "kernel", c.params, (va["median"], vb["median"], va["n"], vb["n"]), rr, verdict, how
+            )
+        )
     return out
 
 
@@ -76,31 +85,49 @@ def _decode_rows(de: DecodeRun, pid: str, a: str, b: str) -> list[AttributionRow
     if m is None:
         return []
     out = []
-    rows = {(x.variant, x.depth, x.type_k, x.type_v, x.n_gen): x for x in m.rows}
-    for (v, depth, tk, tv, ng), xb in rows.items():
-        xa = rows.get((a, depth, tk, tv, ng))
-        if v != b or xa is None:
+    for _, by in tests_of(m, [a, b]):
+        xa, xb = by.get(a), by.get(b)
+        if xa is None or xb is None:
             continue
-        stored = next((s for s in m.vs_base if s.variant == b and s.depth == depth), None) if a == "base" else None
+        stored = xb.ratio if a == "base" else None
         if stored:
             rr = stats.Ratio(ratio=stored.ratio, ci_low=stored.ci_low, ci_high=stored.ci_high)
             verdict, how = stored.verdict, "stored"
         else:
             rr = stats.ratio(xa.samples_ts, xb.samples_ts)
             verdict, how = _throughput_verdict(rr), "computed"
-        what = bench_test_name(xb.n_gen, xb.depth)
-        out.append(_row(de.gpu, pid, a, b, "decode", what, (xa.median, xb.median), rr, verdict, how))
+        out.append(
+            _row(
+                de.gpu,
+                pid,
+                a,
+                b,
+                "decode",
+                xb.test,
+                (xa.median, xb.median, len(xa.samples_ts), len(xb.samples_ts)),
+                rr,
+                verdict,
+                how,
+            )
+        )
     return out
 
 
-def evidence(patches: list[Patch], kernel: list[KernelRun], decode: list[DecodeRun]) -> Attribution:
-    """Each PR patch on each run (kernel and decode entries in the runs' order)."""
+def evidence(
+    patches: list[Patch], kernel: list[KernelRun], decode: list[DecodeRun], same_code: list[dict[str, str]]
+) -> Attribution:
+    """Each PR patch on each run (kernel and decode entries in the runs' order; same_code: per run)."""
     ids = [p.id for p in patches if not p.local]
     prefixes = ["base"] + ["+" + "+".join(ids[: i + 1]) for i in range(len(ids))]
     out = Attribution(patches=ids)
-    for ke, de in zip(kernel, decode):
+    for ke, de, same in zip(kernel, decode, same_code):
         for i, pid in enumerate(ids):
             a, b = prefixes[i], prefixes[i + 1]
+            if b in same:
+                reason = f"`{b}` was not measured: {same[b]}"
+                out.missing.append(AttributionMissing(gpu=ke.gpu, patch=pid, without=a, with_=b, reason=reason))
+                continue
+            a = "base" if a in same else a  # it compiles to base's code
             rows = _kernel_rows(ke, pid, a, b) + _decode_rows(de, pid, a, b)
             out.rows += rows
             if not rows:
@@ -121,29 +148,30 @@ def markdown(ev: Evidence, multi: bool) -> list[Block]:
     a = ev.attribution
     if not a.patches:
         return [text("not run: no PR patch in this series")]
-    out: list[Block] = []
+    out: list[Block] = [text(prefix(multi, m.gpu) + f"{code(m.patch)}: not run: {m.reason}") for m in a.missing]
+    computed = [r for r in a.rows if r.source == "computed"]
+    if not computed:
+        if a.rows:
+            out.append(text("Every patch was compared against `base`: the ratios are the tables' own cells above."))
+        return out
     rows = []
-    for r in a.rows:
+    for r in computed:
         kind = "us" if r.unit == "us" else "ts"
         what = f"kernel {code(_short(ev, r.what))}" if r.kind == "kernel" else f"decode {r.what}"
         rows.append(
             [
                 *gpu_col(multi, r.gpu),
                 code(r.patch),
-                f"{code(r.without)} → {code(r.with_)}",
+                f"{code(r.without)} {ARROW} {code(r.with_)}",
                 what,
-                f"{num(r.value_without, kind)} → {num(r.value_with, kind)} {'µs' if kind == 'us' else 't/s'}",
+                f"{num(r.value_without, kind)} {ARROW} {num(r.value_with, kind)} {r.unit}",
                 f"{num(r.ratio, 'ratio')} {interval(r.ci_low, r.ci_high, 'ratio')}",
-                r.verdict,
+                verdict_word(r.verdict),
             ]
         )
-    if rows:
-        header = [*gpu_col(multi, "GPU"), "patch", "compared", "measurement", "median", "ratio", "verdict"]
-        out += [
-            table(header, rows),
-            text("Raw logs: those of `bench:kernel` and `bench:decode` above"),
-            text(RATIO_NOTE),
-        ]
-    for m in a.missing:
-        out.append(text(prefix(multi, m.gpu) + f"{code(m.patch)}: not run: {m.reason}"))
-    return out
+    header = [*gpu_col(multi, "GPU"), "patch", "compared", "measurement", "median", "ratio", "verdict"]
+    pairs = ", ".join(dict.fromkeys(f"{r.patch} ({r.with_} vs {r.without})" for r in computed))
+    ns = [n for r in computed for n in r.n]
+    note = text(RATIO_NOTE + intervals.caption([r.interval for r in computed], ns) + ".")
+    inner = [table(header, rows), text("Raw logs: those of `bench:kernel` and `bench:decode` above"), note]
+    return [*out, details(f"{pairs}: {len(computed)} comparisons computed from the stored samples", inner)]

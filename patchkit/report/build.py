@@ -3,7 +3,22 @@
 from __future__ import annotations
 
 from patchkit.report.evidence import BuildConfig, BuildVariant, Evidence, state
-from patchkit.report.fmt import DASH, Block, code, gpu_col, logs_line, not_run, num, prefix, state_label, table, text
+from patchkit.report.fmt import (
+    DASH,
+    Block,
+    code,
+    details,
+    gpu_col,
+    logs_line,
+    not_run,
+    num,
+    plural,
+    portable_args,
+    prefix,
+    state_label,
+    table,
+    text,
+)
 from patchkit.report.runview import RunView
 from patchkit.results import Step
 
@@ -32,6 +47,7 @@ def _config(run: RunView, s: Step) -> BuildConfig:
             for v in d.get("variants") or []
         ],
         logs=run.logs(s.logs),
+        same_code={str(k): str(v) for k, v in (d.get("same_code") or {}).items()},
     )
 
 
@@ -40,20 +56,25 @@ def evidence(runs: list[RunView], order: list[str]) -> list[list[BuildConfig]]:
     return [[_config(r, s) for s in r.steps(STEP)] for r in runs]
 
 
+def _notes(multi: bool, gpu: str, c: BuildConfig) -> list[str]:
+    pre = prefix(multi, gpu)
+    notes = [pre + f"`build:{c.config}`: " + state_label(c.status, c.reason)] if c.status != "ok" else []
+    if c.cmake_args:
+        notes.append(pre + f"CMake arguments (`{c.config}`): " + code(" ".join(portable_args(c.cmake_args))))
+    notes += [pre + f"{code(v)} compiles to base's code, not measured: {why}." for v, why in c.same_code.items()]
+    return notes
+
+
 def markdown(ev: Evidence, multi: bool) -> list[Block]:
     out: list[Block] = not_run([b for b in ev.builds if not b.configs], multi)
-    rows, logs, notes = [], [], []
+    rows, logs, notes, gist = [], [], [], []
     for b in ev.builds:
         for c in b.configs:
             logs += c.logs
-            if c.status != "ok":
-                notes.append(prefix(multi, b.gpu) + f"`build:{c.config}`: " + state_label(c.status, c.reason))
-            if c.cmake_args:
-                notes.append(
-                    prefix(multi, b.gpu)
-                    + f"CMake arguments (`{c.config}`): "
-                    + code(" ".join(str(a) for a in c.cmake_args))
-                )
+            notes += _notes(multi, b.gpu, c)
+            fresh = sum(1 for v in c.variants if v.reused is False)
+            done = "all reused from earlier builds" if not fresh else f"{fresh} built, {len(c.variants) - fresh} reused"
+            gist.append(f"{c.config}: {plural(len(c.variants), 'variant')}, {done}")
             for v in c.variants:
                 logs.append(v.log)
                 reused = DASH if v.reused is None else ("yes" if v.reused else "no")
@@ -61,7 +82,9 @@ def markdown(ev: Evidence, multi: bool) -> list[Block]:
                 rows.append(
                     [*gpu_col(multi, b.gpu), c.config, code(v.variant), num(v.seconds, "seconds"), reused, head]
                 )
+    inner: list[Block] = []
     if rows:
-        out.append(table([*gpu_col(multi, "GPU"), "config", "variant", "build s", "reused", "head"], rows))
-        out.append(logs_line(logs))
-    return out + [text(n) for n in notes]
+        inner.append(table([*gpu_col(multi, "GPU"), "config", "variant", "build s", "reused", "head"], rows))
+        inner.append(logs_line(logs))
+    inner += [text(n) for n in notes]
+    return [*out, details("; ".join(dict.fromkeys(gist)), inner)] if inner else out

@@ -1,9 +1,9 @@
-"""`check:<config>`: compile checks (a source built for an arch, not run); evidence (per run) and table."""
+"""`check:<config>`: compile checks (a source built for an arch, not run): counts per arch, failures listed."""
 
 from __future__ import annotations
 
 from patchkit.report.evidence import CheckConfig, CheckItem, Evidence, state
-from patchkit.report.fmt import DASH, Block, code, gpu_col, heading, logs_line, state_label, table, text
+from patchkit.report.fmt import Block, code, details, gpu_col, logs_line, prefix, state_label, table, text
 from patchkit.report.runview import RunView
 from patchkit.results import Step
 
@@ -29,20 +29,35 @@ def evidence(runs: list[RunView], order: list[str]) -> list[list[CheckConfig]]:
     return [[_config(r, s) for s in r.steps(STEP)] for r in runs]
 
 
+def counts(c: CheckConfig) -> list[str]:
+    """'arch 89 (`cuda-89`): 44 of 44 sources compiled (`+0001` 22, `+0001+0002` 22)', one per arch."""
+    if not c.items:
+        return [f"`{c.config}`: " + state_label(c.status, c.reason)]
+    out = []
+    for arch in dict.fromkeys(str(it.arch) for it in c.items):
+        items = [it for it in c.items if str(it.arch) == arch]
+        per = {v: sum(1 for it in items if it.variant == v) for v in dict.fromkeys(it.variant for it in items)}
+        ok = sum(1 for it in items if it.ok)
+        split = ", ".join(f"{code(v)} {n}" for v, n in per.items())
+        out.append(f"arch {arch} (`{c.config}`): {ok} of {len(items)} sources compiled ({split})")
+    return out
+
+
 def markdown(ev: Evidence, multi: bool) -> list[Block]:
-    rows, logs = [], []
+    lines, fails, logs = [], [], []
     for b in ev.builds:
         for c in b.checks:
             logs += c.logs
+            lines += [prefix(multi, b.gpu) + n for n in counts(c)]
             for it in c.items:
-                res = "ok" if it.ok else "FAIL" + (f": {it.error}" if it.error else "")
-                rows.append([*gpu_col(multi, b.gpu), c.config, code(it.variant), it.arch, code(it.source), res])
-            if not c.items:
-                rows.append([*gpu_col(multi, b.gpu), c.config, DASH, DASH, DASH, state_label(c.status, c.reason)])
-    if not rows:
+                if not it.ok:
+                    fails.append([*gpu_col(multi, b.gpu), c.config, code(it.variant), it.arch, code(it.source)])
+                    fails[-1].append(str(it.error or "failed"))
+    if not lines:
         return [text("Compile checks: " + state_label("absent", ev.builds[0].checks_reason or ""))]
-    return [
-        heading("Compile checks"),
-        table([*gpu_col(multi, "GPU"), "config", "variant", "arch", "source", "result"], rows),
-        logs_line(logs),
-    ]
+    inner = [text("Compile checks: " + "; ".join(lines) + ".")]
+    if fails:
+        inner.append(table([*gpu_col(multi, "GPU"), "config", "variant", "arch", "source", "error"], fails))
+    inner.append(logs_line(logs))
+    n_fail = len(fails)
+    return [details("Compile checks: " + (f"{n_fail} FAILED" if n_fail else "all compiled"), inner)]

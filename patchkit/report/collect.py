@@ -33,7 +33,7 @@ def short_params(all_params: list[str]) -> tuple[dict[str, str], str]:
 
 
 def _builds(run: RunView, configs: list[BuildConfig], checks: list[CheckConfig]) -> BuildsRun:
-    b = BuildsRun(gpu=run.gpu, configs=configs, checks=checks)
+    b = BuildsRun(gpu=run.gpu, configs=configs, checks=checks, same_code=run.same_code)
     if not configs:
         b.status, b.reason = "absent", "no `build:*` step in this run"
     if not checks:
@@ -82,7 +82,9 @@ def evidence(bundles: list[Bundle], *, force: bool = False) -> Evidence:
         kernel_path=found["bench:path"],
         decode=found["bench:decode"],
         numerics=found["numerics"],
-        attribution=attribution.evidence(patches, found["bench:kernel"].runs, found["bench:decode"].runs),
+        attribution=attribution.evidence(
+            patches, found["bench:kernel"].runs, found["bench:decode"].runs, [r.same_code for r in runs]
+        ),
     )
     _shorten(ev)
     ev.not_tested = not_tested.evidence(runs, ev)

@@ -1,145 +1,242 @@
-"""`bench:decode`: llama-bench decode t/s per variant, depth and cache type, speedups against base."""
+"""`bench:decode`: llama-bench t/s per variant and test (pp/tg, depth, micro-batch), speedups against base.
+
+Rows are llama-bench's tests, each its own row, never merged: a run with pp and tg at two depths has four
+tests per variant. Rows of older results.json files (keyed by variant, depth, n_gen and cache type) carry
+no `test`: it is derived as llama-bench prints it ('tg32 @ d4096', no '@ d0'). Each row is linked to its
+ratio against base (vs_base): by variant, test and depth, the n-th row of those with the n-th ratio
+(several micro-batches give rows of the same test name), or for older files by variant, depth and the
+cache types and n_gen an entry names.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+import patchkit.report.intervals as intervals
+from patchkit import upstreamdb
 from patchkit.report.evidence import Decode, DecodeData, DecodeRatio, DecodeRow, DecodeRun, Evidence
 from patchkit.report.fmt import (
     DASH,
     Block,
     bench_test_name,
     code,
-    gpu_col,
+    details,
     interval,
+    local_path,
     logs_line,
     not_run,
     num,
+    plural,
+    portable_args,
     prefix,
     state_label,
     table,
     text,
+    verdict_word,
 )
+from patchkit.report.kernel import compare_lines, upstream_db
 from patchkit.report.runview import RunView, need
 
 STEP = "bench:decode"
-ROW_KEYS = (
-    "variant",
-    "depth",
-    "type_k",
-    "type_v",
-    "n_gen",
-    "samples_ts",
-    "avg_ts",
-    "stddev_ts",
-    "median",
-    "ci_low",
-    "ci_high",
-)
+STATS = ("samples_ts", "avg_ts", "stddev_ts", "median", "ci_low", "ci_high")
+IDENTITY = ("type_k", "type_v", "n_gen", "n_prompt", "n_batch", "n_ubatch", "model_type", "n_gpu_layers")
 RATIO_KEYS = ("variant", "depth", "ratio", "ci_low", "ci_high", "verdict", "type_k", "type_v", "n_gen")
 
 
+def key(x: DecodeRow) -> tuple:
+    """A row's test identity (without the variant)."""
+    return (x.test, x.depth, *(str(getattr(x, k)) for k in IDENTITY))
+
+
 def _row(run: RunView, x: dict[str, Any]) -> DecodeRow:
+    ident = {k: x.get(k) for k in IDENTITY}
+    ident["n_prompt"] = ident["n_prompt"] or 0
+    test = str(x.get("test") or bench_test_name(x.get("n_gen"), x.get("depth"), ident["n_prompt"]))
     return DecodeRow(
-        **{k: x.get(k) for k in ROW_KEYS},
+        variant=x.get("variant"),
+        test=test,
+        depth=x.get("depth"),
+        **ident,
+        **{k: x.get(k) for k in STATS},
         log=run.log(x.get("log")),
         logs=run.logs(x.get("logs") or ([x["log"]] if x.get("log") else [])),
     )
 
 
-def _rows(run: RunView, d: dict[str, Any], order: list[str]) -> list[DecodeRow]:
-    """The rows by n_gen, cache type, depth, then variant order."""
+def _ratio(v: dict[str, Any], rows: list[DecodeRow]) -> DecodeRatio:
+    more = {k: x for k, x in v.items() if k not in (*RATIO_KEYS, "test")}
+    r = DecodeRatio(test=str(v.get("test") or ""), **{k: v.get(k) for k in RATIO_KEYS}, interval=more)
+    if not r.test:  # older files: the test of the row it belongs to
+        row = next((x for x in rows if _old_match(r, x)), None)
+        r.test = row.test if row else bench_test_name(r.n_gen, r.depth)
+    return r
+
+
+def _old_match(v: DecodeRatio, x: DecodeRow) -> bool:
+    same = v.variant == x.variant and v.depth == x.depth
+    return same and all(getattr(v, k) in (None, getattr(x, k)) for k in ("type_k", "type_v", "n_gen"))
+
+
+def _link(rows: list[DecodeRow], ratios: list[DecodeRatio], new: bool) -> None:
+    """Each row gets its ratio against base (see the module docstring)."""
+    if not new:
+        for x in rows:
+            x.ratio = next((v for v in ratios if _old_match(v, x)), None)
+        return
+    seen: dict[tuple, int] = {}
+    by: dict[tuple, DecodeRatio] = {}
+    for v in ratios:
+        k = (v.variant, v.test, v.depth)
+        by[(*k, seen.get(k, 0))] = v
+        seen[k] = seen.get(k, 0) + 1
+    seen.clear()
+    for x in rows:
+        k = (x.variant, x.test, x.depth)
+        x.ratio = by.get((*k, seen.get(k, 0)))
+        seen[k] = seen.get(k, 0) + 1
+
+
+def _data(run: RunView, d: dict[str, Any]) -> DecodeData:
     where = f"{run.where}: {STEP}"
+    hidden = set(run.same_code)
     rows = []
     for i, x in enumerate(d["rows"]):
         for k in ("variant", "depth", "median", "ci_low", "ci_high", "samples_ts"):
             need(x, k, f"{where} row {i}")
         rows.append(_row(run, x))
-    rank = {v: i for i, v in enumerate(order)}
-    rows.sort(
-        key=lambda x: (
-            x.n_gen or 0,
-            str(x.type_k),
-            str(x.type_v),
-            x.depth,
-            rank.get(x.variant, len(rank)),
-            str(x.variant),
-        )
+    ratios = [_ratio(v, rows) for v in d.get("vs_base") or []]
+    _link(rows, ratios, any(x.get("test") for x in d["rows"]))
+    return DecodeData(
+        model=d.get("model") or {},
+        model_path=d.get("model_path"),
+        args=[str(a) for a in d.get("args") or []],
+        rounds=d.get("rounds"),
+        rows=[x for x in rows if x.variant not in hidden],
+        vs_base=[v for v in ratios if v.variant not in hidden],
+        upstream_db=upstream_db(run, d),
     )
-    return rows
 
 
-def _run(run: RunView, order: list[str]) -> DecodeRun:
+def _run(run: RunView) -> DecodeRun:
     s = run.step(STEP)
     e = DecodeRun.of(run, STEP, s)
     if s is not None and s.data.get("rows") is not None:
-        d = s.data
-        e.measured = DecodeData(
-            model=d.get("model") or {},
-            model_path=d.get("model_path"),
-            args=[str(a) for a in d.get("args") or []],
-            rounds=d.get("rounds"),
-            rows=_rows(run, d, order),
-            vs_base=[DecodeRatio(**{k: v.get(k) for k in RATIO_KEYS}) for v in d.get("vs_base") or []],
-        )
+        e.measured = _data(run, s.data)
     return e
 
 
 def evidence(runs: list[RunView], order: list[str]) -> Decode:
-    return Decode(runs=[_run(r, order) for r in runs])
+    return Decode(runs=[_run(r) for r in runs])
 
 
-def _model_line(m: DecodeData) -> str:
-    parts = [
-        f"{k} {str(v)[:12] if k == 'sha256' else v}"
-        for k, v in sorted(m.model.items())
-        if k != "path" and v not in (None, "", [], {}) and not isinstance(v, (dict, list))
-    ]
+def tests_of(m: DecodeData, order: list[str]) -> list[tuple[tuple, dict[str, DecodeRow]]]:
+    """(test identity, variant -> row), tests in the order llama-bench ran them, variants in `order`."""
+    rank = {v: i for i, v in enumerate(order)}
+    out: dict[tuple, dict[str, DecodeRow]] = {}
+    for x in m.rows:
+        out.setdefault(key(x), {})[x.variant] = x
+    return [(k, dict(sorted(by.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])))) for k, by in out.items()]
+
+
+# ---------------------------------------------------------------------------------------------
+# Markdown
+
+
+def model_short(m: DecodeData) -> str:
+    """The Model cell for rows without llama-bench's model_type: 'llama 84.9M f16'."""
+    d = m.model
+    parts = [str(d["arch"])] if d.get("arch") else []
+    if d.get("n_params"):
+        parts.append(f"{d['n_params'] / 1e6:.1f}M")
+    if d.get("weight_type"):
+        parts.append(str(d["weight_type"]))
+    return " ".join(parts) or local_path(m.model_path or DASH)
+
+
+def model_line(m: DecodeData) -> str:
+    """The model in one line: its shape and file (name only), not a dump of its description."""
+    d = m.model
+    parts = []
+    if d.get("arch"):
+        parts.append(("synthetic " if d.get("synthetic") else "") + str(d["arch"]))
+    for k, label in (("n_layer", "layers"), ("n_embd", "n_embd"), ("n_ff", "n_ff"), ("n_vocab", "vocab")):
+        if d.get(k):
+            parts.append(f"{d[k]} {label}" if k == "n_layer" else f"{label} {d[k]}")
+    if d.get("n_head"):
+        gqa = f", GQA {d['n_gqa']}" if d.get("n_gqa") else ""
+        parts.append(f"{d['n_head']} heads / {d.get('n_head_kv', DASH)} KV heads{gqa}")
+    if d.get("head_dim"):
+        parts.append(f"head dim {d['head_dim']}")
+    if d.get("weight_type"):
+        parts.append(f"{d['weight_type']} weights")
+    if d.get("n_params"):
+        parts.append(f"{d['n_params'] / 1e6:.1f}M params")
+    path = m.model_path or d.get("path")
+    where = [code(local_path(path))] if path else []
+    if d.get("sha256"):
+        where.append(f"sha256 {code(str(d['sha256'])[:12])}")
     s = ", ".join(parts) if parts else "not described"
-    if m.model_path:
-        s += f" ({code(m.model_path)})"
-    return s
+    return s + (f" ({', '.join(where)})" if where else "")
 
 
-def _vs(m: DecodeData, row: DecodeRow, variant: str) -> DecodeRatio | None:
-    for v in m.vs_base:
-        if (
-            v.variant == variant
-            and v.depth == row.depth
-            and all(getattr(v, k) in (None, getattr(row, k)) for k in ("type_k", "type_v", "n_gen"))
-        ):
-            return v
-    return None
+def _ts(x: DecodeRow | None) -> str:
+    return f"{num(x.median, 'ts')} {interval(x.ci_low, x.ci_high, 'ts')}" if x else DASH
 
 
-def _cells(m: DecodeData, by: dict[str, DecodeRow], variants: list[str], others: list[str]) -> list[str]:
-    """One table row's t/s and speedup cells (by: the variants' rows of one test and cache type)."""
-    any_row = next(iter(by.values()))
-    cells = []
-    for v in variants:
-        x = by.get(v)
-        cells.append(
-            f"{num(x.median, 'ts')} {interval(x.ci_low, x.ci_high, 'ts')} n={len(x.samples_ts)}" if x else DASH
-        )
-    for v in others:
-        r = _vs(m, any_row, v) if v in by else None
-        cells.append(f"{num(r.ratio, 'ratio')} {interval(r.ci_low, r.ci_high, 'ratio')} {r.verdict}" if r else DASH)
-    return cells
+def _speedup(r: DecodeRatio | None) -> list[str]:
+    if r is None:
+        return [DASH, DASH]
+    return [f"{num(r.ratio, 'ratio')} {interval(r.ci_low, r.ci_high, 'ratio')}", verdict_word(r.verdict)]
 
 
-def _notes(e: DecodeRun, m: DecodeData, pre: str) -> list[str]:
-    notes = [pre + "Model: " + _model_line(m) + "."]
-    if m.args:
-        notes.append(
-            pre
-            + "llama-bench arguments: "
-            + code(" ".join(m.args))
-            + (f"; {m.rounds} interleaved round(s)" if m.rounds else "")
-            + "."
-        )
-    if e.status in ("fail", "error"):
-        notes.append(pre + "step result: " + state_label(e.status, e.reason))
-    return notes
+def _rows(e: DecodeRun, m: DecodeData, order: list[str], base: str, kv: bool) -> list[list[str]]:
+    out = []
+    for _, by in tests_of(m, order):
+        any_row = next(iter(by.values()))
+        lead = [e.gpu, any_row.model_type or model_short(m), str(any_row.n_ubatch or DASH), any_row.test]
+        if kv:
+            lead.append(f"{any_row.type_k}/{any_row.type_v}")
+        others = [v for v in by if v != base]
+        if not others:
+            out.append([*lead, _ts(by.get(base))])
+        for v in others:
+            out.append([*lead, code(v), _ts(by.get(base)), _ts(by[v]), *_speedup(by[v].ratio)])
+    return out
+
+
+def _captions(have: list[tuple[DecodeRun, DecodeData]], base: str, kv: bool, multi: bool) -> list[str]:
+    rows = [x for _, m in have for x in m.rows]
+    ns = [len(x.samples_ts) for x in rows]
+    entries = [v.interval for _, m in have for v in m.vs_base]
+    cell = "the stored interval of the median" if intervals.is_exact(entries) else intervals.median_caption(ns)
+    out = [
+        f"t/s: median [{cell}], {intervals.n_range(ns)} samples per cell; "
+        f"speedup = t/s(variant) / t/s({base}), > 1 is faster."
+    ]
+    if entries:
+        out.append("Speedup intervals: " + intervals.caption(entries, [len(x.samples_ts) for x in rows]) + ".")
+        out.append("Verdicts: " + intervals.verdict_caption(entries, None, base=base) + ".")
+    if not kv:
+        kvs = sorted({f"{x.type_k}/{x.type_v}" for x in rows})
+        out.append(f"K/V cache: {', '.join(kvs)} in every test.")
+    if any(x.n_ubatch is None for x in rows):
+        out.append("Microbatch `-`: not recorded in this run's results (llama-bench's default).")
+    for e, m in have:
+        pre = prefix(multi, e.gpu)
+        out.append(pre + "Model: " + model_line(m) + ".")
+        if m.args:
+            rounds = f"; {plural(int(m.rounds), 'interleaved round')}" if m.rounds else ""
+            out.append(pre + "llama-bench arguments: " + code(" ".join(portable_args(m.args))) + rounds + ".")
+        if e.status in ("fail", "error"):
+            out.append(pre + "step result: " + state_label(e.status, e.reason))
+    return out
+
+
+def _gist(have: list[tuple[DecodeRun, DecodeData]], order: list[str]) -> str:
+    tests = list(dict.fromkeys(x.test for _, m in have for x in m.rows))
+    variants = [v for v in order if any(x.variant == v for _, m in have for x in m.rows)]
+    shown = ", ".join(tests[:6]) + (", ..." if len(tests) > 6 else "")
+    return f"llama-bench: {plural(len(tests), 'test')} ({shown}) x {plural(len(variants), 'variant')}"
 
 
 def markdown(ev: Evidence, multi: bool) -> list[Block]:
@@ -148,36 +245,20 @@ def markdown(ev: Evidence, multi: bool) -> list[Block]:
     out = not_run([e for e in runs if e.measured is None], multi)
     if not have:
         return out
-    variants = [v for v in ev.variants if any(x.variant == v for _, m in have for x in m.rows)]
-    variants += sorted({x.variant for _, m in have for x in m.rows} - set(variants))
-    base = "base" if "base" in variants else variants[0]
-    others = [v for v in variants if v != base]
-    rows, logs, notes = [], [], []
+    order = [v for v in ev.variants if any(x.variant == v for _, m in have for x in m.rows)]
+    order += sorted({x.variant for _, m in have for x in m.rows} - set(order))
+    base = "base" if "base" in order else order[0]
+    kv = len({(x.type_k, x.type_v) for _, m in have for x in m.rows}) > 1
+    rows, logs = [], []
     for e, m in have:
         logs += e.logs
-        keys: dict[tuple, dict[str, DecodeRow]] = {}
-        for x in m.rows:
-            keys.setdefault((x.n_gen or 0, str(x.type_k), str(x.type_v), x.depth), {})[x.variant] = x
-        for (_, tk, tv, _), by in keys.items():
-            any_row = next(iter(by.values()))
-            name = bench_test_name(any_row.n_gen, any_row.depth)
-            rows.append([*gpu_col(multi, e.gpu), name, f"{tk}/{tv}", *_cells(m, by, variants, others)])
-        notes += _notes(e, m, prefix(multi, e.gpu))
-    header = [
-        *gpu_col(multi, "GPU"),
-        "test",
-        "K/V cache",
-        *[f"t/s {v}" for v in variants],
-        *[f"speedup {v}" for v in others],
-    ]
-    out += [table(header, rows), logs_line(logs)]
-    out.append(
-        text(
-            "t/s: median of the samples [95 % interval], n = samples; "
-            f"speedup = t/s(variant) / t/s({base}), > 1 is faster, with its 95 % interval."
-        )
-    )
-    out += [text(n) for n in notes]
+        rows += _rows(e, m, order, base, kv)
+    header = ["GPU", "Model", "Microbatch", "Test", *(["K/V"] if kv else [])]
+    header += [f"t/s {base}"] if len(order) == 1 else ["variant", f"t/s {base}", "t/s variant", "Speedup", "verdict"]
+    inner = [table(header, rows), logs_line(logs), *[text(c) for c in _captions(have, base, kv, multi)]]
+    prefixes = {r.gpu: r.log_prefix for r in ev.runs}
+    for e, m in have:
+        inner += compare_lines(multi, e.gpu, prefixes.get(e.gpu, ""), m.upstream_db, upstreamdb.LLAMA_BENCH)
     if ev.plot:
-        out.append(text(f"![decode t/s by depth]({ev.plot})"))
-    return out
+        inner.append(text(f"![decode t/s by depth]({ev.plot})"))
+    return [*out, details(_gist(have, order), inner)]

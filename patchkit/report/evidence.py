@@ -5,7 +5,8 @@ report does not look inside them (a kernel case's per-variant statistics, a buil
 plain dicts. `to_data` turns the evidence into the JSON document: a field's JSON key is its name (or
 metadata "key"); a field with metadata FLAT is an optional part whose fields are merged into its parent when
 present (a step's measurements: absent when the step measured nothing); a field with metadata OMITTED is left
-out when None. Non-finite floats become null.
+out when None, one with HIDDEN always (a link to evidence the JSON holds elsewhere). Non-finite floats become
+null. The JSON is ASCII (other characters escaped).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ R = TypeVar("R", bound="StepRun")
 
 FLAT = {"json": "flat"}  # an optional part (None or a dataclass) whose fields appear in the parent's JSON object
 OMITTED = {"json": "omitted"}  # an optional field, left out of the JSON object when None
+HIDDEN = {"json": "hidden"}  # a link between parts of the evidence, never in the JSON (it is there elsewhere)
 
 
 def state(name: str, step: Step | None) -> tuple[str, str]:
@@ -80,12 +82,25 @@ class Patch:
 
 
 @dataclass(kw_only=True)
+class Related:
+    """A related upstream PR or issue (recipe_info.related): 'owner/repo#N: what' or a URL."""
+
+    ref: str  # as the recipe gives it
+    url: str  # '' when it is neither a GitHub reference nor a URL
+    label: str  # the link's text ('ggml-org/llama.cpp#15035')
+    text: str  # what it is about ('use mma FA kernel for gqa > 4 on RTX 4000')
+
+
+@dataclass(kw_only=True)
 class Prose:
+    """The author's words, as the recipe gives them (reflowed only when rendered)."""
+
     title: str
     overview: str
     ai_disclosure: str
     notes: list[str]
     from_run: str
+    related: list[Related] = field(default_factory=list)
 
 
 @dataclass(kw_only=True)
@@ -124,6 +139,7 @@ class BuildConfig:
     cmake_args: list[Any]
     variants: list[BuildVariant]
     logs: list[str]
+    same_code: dict[str, str] = field(default_factory=dict)  # variant -> why it compiles to base's code
 
 
 @dataclass(kw_only=True)
@@ -154,6 +170,7 @@ class BuildsRun:
     status: str | None = field(default=None, metadata=OMITTED)
     reason: str | None = field(default=None, metadata=OMITTED)
     checks_reason: str | None = field(default=None, metadata=OMITTED)
+    same_code: dict[str, str] = field(default_factory=dict)  # variant -> why it was not measured
 
 
 # ---------------------------------------------------------------------------------------------
@@ -232,6 +249,7 @@ class KernelData:
     labels: list[str]
     noise_floor: Any
     cases: list[KernelCase]
+    upstream_db: dict[str, Any] | None = field(default=None, metadata=OMITTED)  # file, labels: label -> variant
 
 
 @dataclass(kw_only=True)
@@ -278,11 +296,20 @@ class KernelPath:
 
 @dataclass(kw_only=True)
 class DecodeRow:
+    """One llama-bench test of one variant. Rows of older results.json files carry no `test` and only
+    depth, n_gen and the cache types of the identity; `test` is then derived ('tg32 @ d4096')."""
+
     variant: Any
+    test: str
     depth: Any
     type_k: Any
     type_v: Any
     n_gen: Any
+    n_prompt: Any
+    n_batch: Any
+    n_ubatch: Any
+    model_type: Any
+    n_gpu_layers: Any
     samples_ts: Any
     avg_ts: Any
     stddev_ts: Any
@@ -291,11 +318,13 @@ class DecodeRow:
     ci_high: Any
     log: str | None
     logs: list[str]
+    ratio: DecodeRatio | None = field(default=None, metadata=HIDDEN)  # its ratio against base (vs_base)
 
 
 @dataclass(kw_only=True)
 class DecodeRatio:
     variant: Any
+    test: str
     depth: Any
     ratio: Any
     ci_low: Any
@@ -304,6 +333,7 @@ class DecodeRatio:
     type_k: Any
     type_v: Any
     n_gen: Any
+    interval: dict[str, Any] = field(default_factory=dict)  # the entry's other fields (ci_level, n, method, ...)
 
 
 @dataclass(kw_only=True)
@@ -314,6 +344,7 @@ class DecodeData:
     rounds: Any
     rows: list[DecodeRow]
     vs_base: list[DecodeRatio]
+    upstream_db: dict[str, Any] | None = field(default=None, metadata=OMITTED)  # file, labels: label -> variant
 
 
 @dataclass(kw_only=True)
@@ -377,6 +408,8 @@ class AttributionRow:
     ci_high: float
     verdict: str
     source: str  # stored or computed
+    n: list[int] = field(default_factory=list)  # samples without, with
+    interval: dict[str, Any] = field(default_factory=dict)  # the ratio's other fields (ci_level, n, method, ...)
 
 
 @dataclass(kw_only=True)
@@ -426,7 +459,7 @@ class Evidence:
         return len(self.runs) > 1
 
     def to_json(self) -> str:
-        return json.dumps(to_data(self), indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+        return json.dumps(to_data(self), indent=2, sort_keys=True, ensure_ascii=True, allow_nan=False) + "\n"
 
 
 def to_data(o: Any) -> Any:
@@ -435,6 +468,8 @@ def to_data(o: Any) -> Any:
         out: dict[str, Any] = {}
         for f in dataclasses.fields(o):
             v, how = getattr(o, f.name), f.metadata.get("json")
+            if how == "hidden":
+                continue
             if how == "flat":
                 out.update(to_data(v) if v is not None else {})
             elif how != "omitted" or v is not None:

@@ -6,8 +6,9 @@ from collections.abc import Callable
 from typing import Any
 
 from patchkit.report.evidence import Evidence, Hardware
-from patchkit.report.fmt import DASH, Block, bullets, code, table, text
+from patchkit.report.fmt import DASH, Block, bullets, code, details, portable_args, table, text
 from patchkit.report.merge import patch_shas
+from patchkit.report.prose import related
 from patchkit.report.runview import RunView
 
 BASE_KEYS = ("key", "ref", "commit", "route", "upstream", "upstream_verified", "sdist_file", "sdist_sha256")
@@ -77,7 +78,7 @@ HW_FIELDS: list[tuple[str, Callable[[dict], Any]]] = [
     ("Ninja", lambda e: _get(e, "ninja")),
     ("OS", _os),
     ("CPU", _cpu),
-    ("CMake flags", lambda e: code(" ".join(str(f) for f in e["cmake_flags"])) if e.get("cmake_flags") else None),
+    ("CMake flags", lambda e: code(" ".join(portable_args(e["cmake_flags"]))) if e.get("cmake_flags") else None),
 ]
 
 
@@ -109,6 +110,49 @@ def _fingerprint_table(hw: list[Hardware]) -> Block:
     return table(["", *[h.gpu for h in hw]], rows)
 
 
+def gpu_line(h: Hardware) -> str:
+    """'NVIDIA H200 (cc 9.0)', or the CPU label of a run without a GPU."""
+    cc = _get(h.env, "gpu", "cc")
+    return f"{h.gpu} (cc {cc})" if cc else h.gpu
+
+
+def _gist(hw: list[Hardware]) -> str:
+    parts = []
+    for h in hw:
+        e = h.env or {}
+        bits = [
+            x for x in (_unit(_get(e, "gpu", "peak_bw_gbs"), "GB/s"), _unit(_get(e, "gpu", "driver"), "driver")) if x
+        ]
+        if _get(e, "cuda", "nvcc"):
+            bits.append(f"CUDA {_get(e, 'cuda', 'nvcc')}")
+        parts.append(gpu_line(h) + (f": {', '.join(str(b) for b in bits)}" if bits else ""))
+    return "; ".join(parts) + "; base, patch sha256s, toolchain"
+
+
+def _upstream_pr(s: str) -> str:
+    if not s:
+        return DASH
+    r = related(s)
+    return f"[{r.label}]({r.url})" if r.url else s
+
+
+def _patch_table(ev: Evidence) -> list[Block]:
+    rows = [
+        [
+            code(p.id),
+            p.subject,
+            code(p.file),
+            code(p.sha256[:12]) if p.sha256 else DASH,
+            ", ".join(code(d) for d in p.depends_on) or "none",
+            DASH if p.local else _upstream_pr(p.upstream_pr),
+            "local test-only" if p.local else "yes",
+        ]
+        for p in ev.patches
+    ]
+    header = ["patch", "subject", "file", "sha256", "depends on", "upstream PR", "in this PR"]
+    return [table(header, rows), text("Raw logs: none (sha256s recorded in `results.json`)")]
+
+
 def markdown(ev: Evidence) -> list[Block]:
     hw = ev.hardware
     out = [_fingerprint_table(hw)]
@@ -125,19 +169,7 @@ def markdown(ev: Evidence) -> list[Block]:
         out.append(text("Base: " + bases.pop() + "."))
     else:
         out.append(bullets([f"Base on {h.gpu}: {base_line(h.base)}" for h in hw]))
-    if ev.merge_problems:
-        out.append(text("Merged with `--force` although: " + "; ".join(ev.merge_problems) + "."))
     if ev.patches:
-        rows = [
-            [
-                code(p.id),
-                p.subject,
-                code(p.file),
-                code(p.sha256[:12]) if p.sha256 else DASH,
-                "local test-only" if p.local else "yes",
-            ]
-            for p in ev.patches
-        ]
-        out.append(table(["patch", "subject", "file", "sha256", "in this PR"], rows))
-        out.append(text("Raw logs: none (sha256s recorded in `results.json`)"))
-    return out
+        out += _patch_table(ev)
+    warn = [text("Merged with `--force` although: " + "; ".join(ev.merge_problems) + ".")] if ev.merge_problems else []
+    return [*warn, details(_gist(hw), out)]

@@ -4,28 +4,35 @@ from __future__ import annotations
 
 from typing import Any
 
+import patchkit.report.intervals as intervals
+from patchkit import upstreamdb
 from patchkit.report.evidence import Evidence, Kernel, KernelCase, KernelData, KernelRun
 from patchkit.report.fmt import (
     DASH,
     Block,
     code,
+    code_block,
+    details,
     gpu_col,
     interval,
     logs_line,
     not_run,
     num,
     pct,
+    plural,
     prefix,
     state_label,
     table,
     text,
+    verdict_word,
 )
 from patchkit.report.runview import RunView, need
 
 STEP = "bench:kernel"
 
 
-def _cases(run: RunView, d: dict[str, Any]) -> list[KernelCase]:
+def _cases(run: RunView, d: dict[str, Any], hidden: set[str]) -> list[KernelCase]:
+    """The cases, without the variants that compile to base's code (`hidden`: never shown with numbers)."""
     where = f"{run.where}: {STEP}"
     cases = []
     for i, c in enumerate(d["cases"]):
@@ -36,8 +43,8 @@ def _cases(run: RunView, d: dict[str, Any]) -> list[KernelCase]:
             KernelCase(
                 params=str(need(c, "params", f"{where} case {i}")),
                 bytes=c.get("bytes"),
-                variants=c["variants"],
-                vs_base=c.get("vs_base") or {},
+                variants={k: v for k, v in c["variants"].items() if k not in hidden},
+                vs_base={k: v for k, v in (c.get("vs_base") or {}).items() if k not in hidden},
                 aa_ratio=c.get("aa_ratio"),
             )
         )
@@ -49,6 +56,7 @@ def _run(run: RunView) -> KernelRun:
     e = KernelRun.of(run, STEP, s)
     if s is not None and s.data.get("cases") is not None:
         d = s.data
+        hidden = set(run.same_code)
         e.measured = KernelData(
             op=d.get("op"),
             params=d.get("params"),
@@ -56,11 +64,20 @@ def _run(run: RunView) -> KernelRun:
             rounds=d.get("rounds"),
             backend=d.get("backend"),
             peak_bw_gbs=d.get("peak_bw_gbs"),
-            labels=list(d.get("labels") or []),
+            labels=[lab for lab in d.get("labels") or [] if lab not in hidden],
             noise_floor=d.get("noise_floor"),
-            cases=_cases(run, d),
+            cases=_cases(run, d, hidden),
+            upstream_db=upstream_db(run, d),
         )
     return e
+
+
+def upstream_db(run: RunView, d: dict[str, Any]) -> dict[str, Any] | None:
+    """The step's upstream sqlite database (file, labels), its file checked like a raw log."""
+    db = d.get("upstream_db") or None
+    if db and db.get("file"):
+        run.log(str(db["file"]))
+    return db
 
 
 def evidence(runs: list[RunView], order: list[str]) -> Kernel:
@@ -68,7 +85,7 @@ def evidence(runs: list[RunView], order: list[str]) -> Kernel:
     return Kernel(runs=[_run(r) for r in runs])
 
 
-def _labels(have: list[KernelData]) -> list[str]:
+def labels_of(have: list[KernelData]) -> list[str]:
     """The variant labels in the order the runs list them, then any only the cases name."""
     out: list[str] = []
     for m in have:
@@ -81,44 +98,67 @@ def _labels(have: list[KernelData]) -> list[str]:
     return out
 
 
-def _ratio_cell(r: dict[str, Any], floor: float | None) -> str:
-    s = f"{num(r['ratio'], 'ratio')} {interval(r['ci_low'], r['ci_high'], 'ratio')} {r['verdict']}"
-    if r["verdict"] == "no measurable change" and floor is not None and abs(r["ratio"] - 1) <= floor:
-        s += f" (inside the A/A noise floor of {pct(100 * floor)})"
-    return s
+def _ratio_cell(r: dict[str, Any]) -> str:
+    return f"{num(r['ratio'], 'ratio')} {interval(r['ci_low'], r['ci_high'], 'ratio')} {verdict_word(r['verdict'])}"
 
 
 def _time_cell(v: dict[str, Any] | None) -> str:
     if not v:
         return DASH
     s = f"{num(v['median'], 'us')} {interval(v['min'], v['max'], 'us')}"
-    if v.get("pct_peak") is not None:
-        s += f" ({pct(v['pct_peak'])} of peak)"
-    return s
+    return s + (f" {pct(v['pct_peak'])}" if v.get("pct_peak") is not None else "")
 
 
-def _notes(e: KernelRun, m: KernelData, base: str, pre: str) -> list[str]:
-    n = sorted({v["n"] for c in m.cases for v in c.variants.values()})
-    samples = ", ".join(str(x) for x in n)
-    notes = [pre + f"{code(m.op)} on {code(m.backend)}, {m.rounds} interleaved rounds (samples per cell: {samples})."]
-    floor = m.noise_floor
-    if floor is not None and any(c.aa_ratio is not None for c in m.cases):
-        notes.append(
-            pre
-            + f"A/A noise floor (`{base}` against its second copy): {num(100 * floor, 'pct')} %; "
-            + 'a change inside it reads "no measurable change".'
-        )
-    else:
-        notes.append(pre + "A/A noise floor: not measured (no A/A copy of base in this run).")
-    if e.status in ("fail", "error"):
-        notes.append(pre + "step result: " + state_label(e.status, e.reason))
-    if m.peak_bw_gbs:
-        notes.append(
-            pre
-            + "% of peak: bytes the op must move (K, V at their cache type, Q, mask, output) / median time / "
-            + f"{m.peak_bw_gbs} GB/s."
-        )
-    return notes
+def _captions(have: list[tuple[KernelRun, KernelData]], base: str, multi: bool) -> list[str]:
+    entries = [r for _, m in have for c in m.cases for r in c.vs_base.values()]
+    ns = [v["n"] for _, m in have for c in m.cases for v in c.variants.values()]
+    out = [
+        f"Times: median [min, max] us per op call, then the share of the peak DRAM bandwidth; "
+        f"ratio = time(variant) / time({base}), < 1 is faster."
+    ]
+    if entries:
+        out.append("Ratio intervals: " + intervals.caption(entries, ns) + ".")
+    for e, m in have:
+        pre = prefix(multi, e.gpu)
+        aa = m.noise_floor if any(c.aa_ratio is not None for c in m.cases) else None
+        out.append(pre + "Verdicts: " + intervals.verdict_caption(entries, aa, base=base) + ".")
+        if aa is None:
+            out.append(pre + "A/A noise floor: not measured (no A/A copy of base in this run).")
+        if m.peak_bw_gbs:
+            out.append(
+                pre + "Share of peak: bytes the op must move (K, V at their cache type, Q, mask, output) / "
+                f"median time / {m.peak_bw_gbs} GB/s."
+            )
+        if e.status in ("fail", "error"):
+            out.append(pre + "step result: " + state_label(e.status, e.reason))
+    return out
+
+
+def compare_lines(multi: bool, gpu: str, run_prefix: str, db: dict[str, Any] | None, tbl: upstreamdb.Table) -> list:
+    """Upstream's sqlite file, its label -> variant mapping, and compare-llama-bench.py's command lines."""
+    if not db or not db.get("file") or not db.get("labels"):
+        return []
+    labels = {str(k): str(v) for k, v in db["labels"].items()}
+    labels = dict(sorted(labels.items(), key=lambda kv: kv[1] != "base"))  # base first: the -b of every command
+    f = f"<run>/{run_prefix}{db['file']}"
+    mapping = ", ".join(f"{code(lab)} = {code(v)}" for lab, v in labels.items())
+    cmds = [c for _, c in upstreamdb.compare_commands(f, tbl, labels)]
+    return [
+        text(
+            prefix(multi, gpu) + f"Upstream's database: {code(run_prefix + db['file'])} (labels: {mapping}); "
+            f"compare with llama.cpp's own script, run from a llama.cpp checkout (`<run>` is this run folder):"
+        ),
+        code_block(cmds),
+    ]
+
+
+def _gist(have: list[tuple[KernelRun, KernelData]], labels: list[str]) -> str:
+    m0 = have[0][1]
+    n = len({c.params for _, m in have for c in m.cases})
+    rounds = ", ".join(sorted({str(m.rounds) for _, m in have}))
+    s = f"{plural(n, 'case')} of {m0.op} on {m0.backend}, {len(labels)} binaries, {rounds} interleaved rounds"
+    floors = sorted({m.noise_floor for _, m in have if m.noise_floor is not None})
+    return s + (f"; A/A noise floor {', '.join(pct(100 * f) for f in floors)}" if floors else "")
 
 
 def markdown(ev: Evidence, multi: bool) -> list[Block]:
@@ -127,26 +167,21 @@ def markdown(ev: Evidence, multi: bool) -> list[Block]:
     out = not_run([e for e in runs if e.measured is None], multi)
     if not have:
         return out
-    labels = _labels([m for _, m in have])
+    labels = labels_of([m for _, m in have])
     base = labels[0] if labels else "base"
     vs = [lab for lab in labels if lab != base]
-    rows, logs, notes = [], [], []
+    rows, logs, inner = [], [], []
     for e, m in have:
         logs += e.logs
         for c in m.cases:
             row = [*gpu_col(multi, e.gpu), code(c.short), *[_time_cell(c.variants.get(lab)) for lab in labels]]
-            row += [_ratio_cell(r, m.noise_floor) if (r := c.vs_base.get(lab)) else DASH for lab in vs]
+            row += [_ratio_cell(r) if (r := c.vs_base.get(lab)) else DASH for lab in vs]
             rows.append(row)
-        notes += _notes(e, m, base, prefix(multi, e.gpu))
-    header = [*gpu_col(multi, "GPU"), "case", *[f"{lab} µs" for lab in labels], *[f"{lab} / {base}" for lab in vs]]
-    out += [table(header, rows), logs_line(logs)]
-    out.append(
-        text(
-            "Times: median µs per op call [min–max]; "
-            f"ratio = time(variant) / time({base}), < 1 is faster, with its 95 % interval."
-        )
-    )
-    out += [text(n) for n in notes]
+    header = [*gpu_col(multi, "GPU"), "case", *[f"{lab} us" for lab in labels], *[f"{lab} / {base}" for lab in vs]]
+    inner += [table(header, rows), logs_line(logs), *[text(c) for c in _captions(have, base, multi)]]
     if ev.kernel.common_params:
-        out.append(text("Common parameters: " + code(ev.kernel.common_params)))
-    return out
+        inner.append(text("Common parameters: " + code(ev.kernel.common_params)))
+    prefixes = {r.gpu: r.log_prefix for r in ev.runs}
+    for e, m in have:
+        inner += compare_lines(multi, e.gpu, prefixes.get(e.gpu, ""), m.upstream_db, upstreamdb.TEST_BACKEND_OPS)
+    return [*out, details(_gist(have, labels), inner)]

@@ -12,17 +12,17 @@ from patchkit.report.runview import RunView
 
 # CUDA compute capability families the ggml CUDA backend distinguishes (major, minors or None = any).
 CC_FAMILIES = (
-    ((5, None), "5.x (Maxwell)"),
-    ((6, None), "6.x (Pascal)"),
-    ((7, (0, 2)), "7.0/7.2 (Volta)"),
-    ((7, (5,)), "7.5 (Turing)"),
-    ((8, (0,)), "8.0 (Ampere, A100)"),
-    ((8, (6, 7)), "8.6/8.7 (Ampere, GA10x/Orin)"),
-    ((8, (9,)), "8.9 (Ada Lovelace)"),
-    ((9, None), "9.0 (Hopper)"),
-    ((10, None), "10.x (Blackwell, data centre)"),
-    ((11, None), "11.x (Blackwell, Thor)"),
-    ((12, None), "12.x (Blackwell, GeForce/RTX PRO)"),
+    ((5, None), "5.x Maxwell"),
+    ((6, None), "6.x Pascal"),
+    ((7, (0, 2)), "7.0/7.2 Volta"),
+    ((7, (5,)), "7.5 Turing"),
+    ((8, (0,)), "8.0 Ampere A100"),
+    ((8, (6, 7)), "8.6/8.7 Ampere GA10x/Orin"),
+    ((8, (9,)), "8.9 Ada"),
+    ((9, None), "9.0 Hopper"),
+    ((10, None), "10.x Blackwell data centre"),
+    ((11, None), "11.x Blackwell Thor"),
+    ((12, None), "12.x Blackwell GeForce/RTX PRO"),
 )
 
 
@@ -73,10 +73,13 @@ def _backends(ev: Evidence) -> list[str]:
     ran = sorted({str(b.name) for _, _, v in tested for b in v.backends if b.status in ("ok", "fail")})
     if ran:
         items.append("test-backend-ops backends run: " + ", ".join(ran) + " only.")
+    groups: dict[tuple[str, str, str, str], list[str]] = {}
     for s, e, v in tested:
         for b in v.backends:
             if b.status in ("skipped", "not_run"):
-                items.append(f"test:{s.suite} on {e.gpu}, {v.variant}: backend {b.name} {b.status.replace('_', ' ')}.")
+                groups.setdefault((s.suite, e.gpu, str(b.name), b.status.replace("_", " ")), []).append(v.variant)
+    for (suite, gpu, name, status), vs in groups.items():
+        items.append(f"test:{suite} on {gpu}: backend {name} {status} ({', '.join(vs)}).")
     return items
 
 
@@ -104,7 +107,7 @@ def _coverage(runs: list[RunView], ev: Evidence, order: list[str]) -> list[str]:
     """Variants a measuring step left out, and the decode depths measured (and requested but missing)."""
     items: list[str] = []
     for r, ke, pe, de in zip(runs, ev.kernel.runs, ev.kernel_path.runs, ev.decode.runs):
-        known = [v for v in order if v in r.variant_names]
+        known = [v for v in order if v in r.variant_names and v not in r.same_code]
         rows = de.measured.rows if de.measured else []
         for name, got in (
             ("bench:kernel", {lab for c in (ke.measured.cases if ke.measured else []) for lab in c.variants}),
@@ -144,10 +147,15 @@ def _rest(ev: Evidence, order: list[str]) -> list[str]:
     return items
 
 
+def _same_code(runs: list[RunView]) -> list[str]:
+    return [f"`{v}` on {r.gpu}: not measured: {why}." for r in runs for v, why in r.same_code.items()]
+
+
 def evidence(runs: list[RunView], ev: Evidence) -> list[str]:
     """What was not tested (ev: the evidence of every other section)."""
     order = ev.variants
-    return _gpus(runs, ev) + _backends(ev) + _steps(ev) + _coverage(runs, ev, order) + _rest(ev, order)
+    out = _gpus(runs, ev) + _same_code(runs) + _backends(ev) + _steps(ev) + _coverage(runs, ev, order)
+    return out + _rest(ev, order)
 
 
 def markdown(ev: Evidence) -> list[Block]:

@@ -5,7 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 from patchkit.report.evidence import Evidence, Numerics, NumericsData, NumericsRun, Pair
-from patchkit.report.fmt import DASH, Block, bullets, code, gpu_col, logs_line, not_run, num, prefix, table, yes_no
+from patchkit.report.fmt import (
+    DASH,
+    Block,
+    bullets,
+    code,
+    details,
+    gpu_col,
+    logs_line,
+    not_run,
+    num,
+    prefix,
+    table,
+    yes_no,
+)
 from patchkit.report.runview import RunView
 
 STEP = "numerics"
@@ -36,8 +49,9 @@ def _run(run: RunView) -> NumericsRun:
     s = run.step(STEP)
     e = NumericsRun.of(run, STEP, s)
     if s is not None and s.data.get("pairs") is not None:
+        hidden = set(run.same_code)
         e.measured = NumericsData(
-            pairs=[_pair(run, p) for p in s.data["pairs"]],
+            pairs=[_pair(run, p) for p in s.data["pairs"] if p.get("a") not in hidden and p.get("b") not in hidden],
             depths=s.data.get("depths"),
             prompts=s.data.get("prompts"),
             n_predict=s.data.get("n_predict"),
@@ -116,9 +130,38 @@ def markdown(ev: Evidence, multi: bool) -> list[Block]:
             if p.kld:
                 kld_logs.append(p.kld.get("log"))
             kld_rows.append(_kld_row(gpu, pair, p.kld))
-    out += [bullets(summary)] if summary else []
+    inner: list[Block] = [bullets(summary)] if summary else []
     if gen_rows:
-        out += [table([*gpu_col(multi, "GPU"), *GEN_HEADER], gen_rows), logs_line(logs)]
+        inner += [table([*gpu_col(multi, "GPU"), *GEN_HEADER], gen_rows), logs_line(logs)]
     if kld_rows:
-        out += [table([*gpu_col(multi, "GPU"), *KLD_HEADER], kld_rows), logs_line(kld_logs)]
-    return out
+        inner += [table([*gpu_col(multi, "GPU"), *KLD_HEADER], kld_rows), logs_line(kld_logs)]
+    return [*out, details(_gist(have), inner)]
+
+
+def first_diff(p: Pair) -> dict[str, Any] | None:
+    """The first generation (in the stored order) that differs, None if none does."""
+    return next((g for g in p.generations if g.get("identical") is False), None)
+
+
+def pair_result(p: Pair) -> str:
+    """'bit-identical (4 generations)' or '1 of 4 generations differ (first at char 11)'."""
+    n = len(p.generations)
+    if p.identical:
+        return f"bit-identical ({n} generation{'s' if n != 1 else ''})"
+    g = first_diff(p)
+    n_diff = sum(1 for x in p.generations if x.get("identical") is False)
+    where = f" (first at char {g['first_diff_char']})" if g and g.get("first_diff_char") is not None else ""
+    if not n_diff:
+        return "not compared"
+    return f"{n_diff} of {n} generations differ{where}"
+
+
+def _gist(have: list[tuple[NumericsRun, NumericsData]]) -> str:
+    m0 = have[0][1]
+    depths = ", ".join(str(d) for d in m0.depths or [])
+    n = sum(len(m.pairs) for _, m in have)
+    return (
+        f"greedy generations of {n} variant pair{'s' if n != 1 else ''}"
+        + (f" at depths {depths}" if depths else "")
+        + ", KL divergence"
+    )

@@ -7,7 +7,20 @@ still names it SHOWN, as it always has, so that reports of stored runs keep thei
 from __future__ import annotations
 
 from patchkit.report.evidence import Evidence, KernelPath, PathCase, PathData, PathRun
-from patchkit.report.fmt import DASH, Block, code, gpu_col, logs_line, not_run, pct, prefix, state_label, table, text
+from patchkit.report.fmt import (
+    DASH,
+    Block,
+    code,
+    details,
+    gpu_col,
+    logs_line,
+    not_run,
+    pct,
+    prefix,
+    state_label,
+    table,
+    text,
+)
 from patchkit.report.runview import RunView, ordered
 
 STEP = "bench:path"
@@ -19,8 +32,9 @@ def _run(run: RunView, order: list[str]) -> PathRun:
     e = PathRun.of(run, SHOWN, s)
     if s is not None and s.data.get("cases") is not None:
         cases = []
+        hidden = set(run.same_code)
         for c in s.data["cases"]:
-            vs = c.get("variants") or {}
+            vs = {k: v for k, v in (c.get("variants") or {}).items() if k not in hidden}
             cases.append(
                 PathCase(
                     params=str(c.get("params")), variants={v: [dict(k) for k in vs[v]] for v in ordered(vs, order)}
@@ -54,7 +68,7 @@ def _rows(gpu: list[str], c: PathCase) -> list[list[str]]:
     for v, ks in c.variants.items():
         names = {k["name"] for k in ks}
         same = DASH if v == "base" or not base else ("same kernels as base" if names == base else "differs from base")
-        kern = "; ".join(f"{code(kernel_name(k['name']))} ×{k['count']}, {pct(100 * k['share'])}" for k in ks) or DASH
+        kern = "; ".join(f"{code(kernel_name(k['name']))} x{k['count']}, {pct(100 * k['share'])}" for k in ks) or DASH
         rows.append([*gpu, code(c.short), code(v), kern, same])
     return rows
 
@@ -72,16 +86,29 @@ def markdown(ev: Evidence, multi: bool) -> list[Block]:
             out.append(text(prefix(multi, e.gpu) + "step result: " + state_label(e.status, e.reason)))
         for c in m.cases:
             rows += _rows(gpu_col(multi, e.gpu), c)
+    inner: list[Block] = []
     if rows:
         header = [*gpu_col(multi, "GPU"), "case", "variant", "kernels (launches, share of time)", "path"]
-        out.append(table(header, rows))
-    out.append(logs_line(logs))
+        inner.append(table(header, rows))
+    inner.append(logs_line(logs))
     counts = sorted({str(m.launch_count) for _, m in have if m.launch_count})
-    out.append(
+    inner.append(
         text(
             "Kernels named by Nsight Compute (`ncu`)"
             + (f", first {', '.join(counts)} launches per variant and case" if counts else "")
             + "; share = kernel time / all profiled kernel time."
         )
     )
-    return out
+    return [*out, details(_gist(have), inner)]
+
+
+def _gist(have: list[tuple[PathRun, PathData]]) -> str:
+    cases = [c for _, m in have for c in m.cases]
+    differ: dict[str, int] = {}
+    for c in cases:
+        base = {k["name"] for k in c.variants.get("base") or []}
+        for v, ks in c.variants.items():
+            if v != "base" and base:
+                differ[v] = differ.get(v, 0) + ({k["name"] for k in ks} != base)
+    said = ", ".join(f"{v} in {n} of {len(cases)}" for v, n in differ.items())
+    return f"kernels launched in {len(cases)} cases (ncu)" + (f"; other kernels than base: {said}" if said else "")

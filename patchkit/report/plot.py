@@ -15,21 +15,27 @@ from matplotlib.figure import Figure
 from patchkit.report.evidence import DecodeRow, Evidence
 
 
+def _config(x: DecodeRow) -> tuple:
+    """What a line of the plot holds fixed: the test without its depth, and the rest of its identity."""
+    return (x.test.split(" @ ")[0], str(x.type_k), str(x.type_v), str(x.n_ubatch), str(x.model_type))
+
+
 def decode_series(ev: Evidence) -> list[dict[str, Any]]:
-    """Series from the report evidence: label, depths, medians, interval bounds (sorted by depth)."""
+    """Series from the report evidence: label, depths, medians, interval bounds (sorted by depth); one per
+    variant and test (pp and tg apart), and per GPU when runs are merged."""
     measured = [(e, e.measured) for e in ev.decode.runs if e.measured and e.measured.rows]
-    configs = {(x.n_gen, x.type_k, x.type_v) for _, m in measured for x in m.rows}
+    configs = {_config(x) for _, m in measured for x in m.rows}
     rank = {v: i for i, v in enumerate(ev.variants)}
     out = []
     for e, m in measured:
         groups: dict[tuple, list[DecodeRow]] = {}
         for x in m.rows:
-            groups.setdefault((x.variant, x.n_gen, x.type_k, x.type_v), []).append(x)
-        for (v, ng, tk, tv), xs in sorted(groups.items(), key=lambda kv: (rank.get(kv[0][0], len(rank)), str(kv[0]))):
+            groups.setdefault((x.variant, *_config(x)), []).append(x)
+        for (v, *cfg), xs in sorted(groups.items(), key=lambda kv: (rank.get(kv[0][0], len(rank)), str(kv[0]))):
             xs = sorted(xs, key=lambda x: x.depth)
             label = v if not ev.multi else f"{e.gpu}: {v}"
             if len(configs) > 1:
-                label += f" (tg{ng}, {tk}/{tv})"
+                label += f" ({cfg[0]}, {cfg[1]}/{cfg[2]}" + (f", ub {cfg[3]}" if cfg[3] != "None" else "") + ")"
             out.append(
                 {
                     "label": label,

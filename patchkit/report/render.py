@@ -10,11 +10,12 @@ import patchkit.report.attribution as attribution
 import patchkit.report.hardware as hardware
 import patchkit.report.not_tested as not_tested
 import patchkit.report.plot as plot
+import patchkit.report.summary as summary
 from patchkit.errors import ReportError, ResultsError
 from patchkit.report.collect import evidence
 from patchkit.report.evidence import Evidence
-from patchkit.report.fmt import NOT_PROVIDED, Block, code
-from patchkit.report.prose import additional
+from patchkit.report.fmt import NOT_PROVIDED, Block, ascii_blocks, ascii_text, code
+from patchkit.report.prose import additional, indent_rest, non_ascii_prose, reflow
 from patchkit.report.sections import SECTIONS
 from patchkit.results import Bundle
 from patchkit.workspace import write_atomic
@@ -25,14 +26,29 @@ FORMATS = ("md", "json")
 
 
 def blocks(ev: Evidence) -> dict[str, list[Block]]:
-    """Each template slot's blocks: hardware, the step sections (SECTIONS, in order), attribution, not tested."""
+    """Each template slot's blocks: the summary, hardware, the step sections (SECTIONS, in order),
+    attribution, not tested; all of it ASCII (fmt.ascii_blocks)."""
     multi = ev.multi
-    out = {"hardware": hardware.markdown(ev)}
+    out = {"summary": summary.markdown(ev), "hardware": hardware.markdown(ev)}
     for s in SECTIONS.values():
         out.setdefault(s.slot, []).extend(s.markdown(ev, multi))
     out["attribution"] = attribution.markdown(ev, multi)
     out["not_tested"] = not_tested.markdown(ev)
-    return out
+    return {k: ascii_blocks(v) for k, v in out.items()}
+
+
+def footer(ev: Evidence) -> list[str]:
+    """Lines after the evidence: logs missing on disk, non-ASCII characters in the author's text."""
+    out = []
+    if ev.missing_logs:
+        out.append("Logs named in results.json but missing on disk: " + ", ".join(code(m) for m in ev.missing_logs))
+    if where := non_ascii_prose(ev):
+        out.append(
+            "Note for the author: non-ASCII characters in your text, kept as written: "
+            + "; ".join(where)
+            + ". llama.cpp's AGENTS.md asks for ASCII."
+        )
+    return [ascii_text(x) for x in out]
 
 
 def render_markdown(ev: Evidence) -> str:
@@ -46,13 +62,13 @@ def render_markdown(ev: Evidence) -> str:
     )
     p = ev.prose
     return env.get_template("pr.md.j2").render(
-        title=p.title or NOT_PROVIDED,
-        overview=p.overview or NOT_PROVIDED,
-        ai_disclosure=p.ai_disclosure or NOT_PROVIDED,
-        notes=p.notes,
-        patches=additional(ev),
+        title=reflow(p.title).replace("\n", " ") or NOT_PROVIDED,
+        overview=reflow(p.overview) or NOT_PROVIDED,
+        ai_disclosure=indent_rest(reflow(p.ai_disclosure)) or NOT_PROVIDED,
+        extra=additional(ev),
+        not_provided=NOT_PROVIDED,
         s=blocks(ev),
-        missing_logs=[code(m) for m in ev.missing_logs],
+        footer=footer(ev),
         gpus=[r.gpu for r in ev.runs],
         multi=ev.multi,
     )

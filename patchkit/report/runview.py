@@ -85,6 +85,17 @@ class RunView:
     def variant_names(self) -> list[str]:
         return [str(v.get("name")) for v in self.data.get("variants") or [] if v.get("name")]
 
+    @property
+    def same_code(self) -> dict[str, str]:
+        """variant -> why it compiles to base's code (the build steps' `same_code`, and the test steps'):
+        such a variant was not measured, and the report shows no number for it."""
+        out: dict[str, str] = {}
+        for prefix in ("build:", "test:"):
+            for s in self.steps(prefix):
+                for v, why in (s.data.get("same_code") or {}).items():
+                    out.setdefault(str(v), str(why))
+        return out
+
 
 def gpu_label(env: dict[str, Any]) -> str:
     g = env.get("gpu") or {}

@@ -10,8 +10,8 @@ from patchkit.report.fmt import (
     Block,
     bullets,
     code,
+    details,
     gpu_col,
-    heading,
     logs_line,
     not_run,
     prefix,
@@ -55,8 +55,9 @@ def _run(run: RunView, suite: str, order: list[str]) -> TestRun:
     e = TestRun.of(run, name, s)
     if s is not None and s.data:
         d = s.data
-        vs = d.get("variants") or {}
-        diff = d.get("diff") or {}
+        hidden = set(run.same_code)
+        vs = {k: v for k, v in (d.get("variants") or {}).items() if k not in hidden}
+        diff = {k: v for k, v in (d.get("diff") or {}).items() if k not in hidden}
         e.measured = TestData(
             args=[str(a) for a in d.get("args") or []],
             backend=d.get("backend"),
@@ -123,6 +124,35 @@ def _diff_line(pre: str, v: str, d: dict[str, list[str]]) -> str:
     )
 
 
+def passed(v: TestVariant) -> str:
+    """'3982/3982 passed' on the backend(s) that ran, or the variant's result."""
+    ran = [b for b in v.backends if b.status in ("ok", "fail", "incomplete")]
+    if v.status != "ok" and not ran:
+        return _variant_result(v)
+    counts = ", ".join(f"{_passed(b)}" + (f" on {b.name}" if len(ran) > 1 else "") for b in ran) or DASH
+    return counts + (" passed" if v.status == "ok" else f" ({_variant_result(v)})")
+
+
+def new_failures(d: dict[str, list[str]] | None) -> str:
+    if d is None:
+        return ""
+    n = len(d.get("new_failures") or [])
+    return "no new failures" if not n else f"{n} new failure{'s' if n > 1 else ''}"
+
+
+def _gist(s: Suite) -> str:
+    parts = []
+    for e in s.runs:
+        if e.measured is None:
+            parts.append(state_label(e.status, e.reason))
+            continue
+        parts += [f"{v.variant} {passed(v)}" for v in e.measured.variants]
+        news = [new_failures(d) for d in e.measured.diff.values()]
+        if news:
+            parts.append("; ".join(dict.fromkeys(news)))
+    return f"{STEP}{s.suite}: " + ", ".join(parts)
+
+
 def _suite(s: Suite, multi: bool) -> list[Block]:
     rows, logs, failing, diffs, notes = [], [], [], [], []
     for e in s.runs:
@@ -142,14 +172,14 @@ def _suite(s: Suite, multi: bool) -> list[Block]:
             rows += _rows(gpu_col(multi, e.gpu), v)
             failing += [f"{pre}{code(v.variant)} on {b.name}: {code(f)}" for b in v.backends for f in b.failing]
         diffs += [_diff_line(pre, v, d) for v, d in m.diff.items()]
-    out = [heading(f"`{STEP}{s.suite}`"), *[text(n) for n in notes]]
+    out = [text(n) for n in notes]
     if rows:
         out += [table([*gpu_col(multi, "GPU"), *HEADER], rows), logs_line(logs)]
     if failing:
         out += [text("Failing cases:"), bullets(failing)]
     if diffs:
         out += [text("Against base:"), bullets(diffs)]
-    return out
+    return [details(_gist(s), out)]
 
 
 def markdown(ev: Evidence, multi: bool) -> list[Block]:

@@ -51,6 +51,9 @@ def test_run_end_to_end_and_report(cpu_build, work, cli):
         SMALL_PERF,
         "--rounds",
         "3",
+        "--kernel-max-rounds",
+        "3",
+        "--measure-same-code",  # the seed's CUDA patches compile to base's code on CPU: measure them anyway
         "--depths",
         "0,256",
         "--numerics-depths",
@@ -72,7 +75,7 @@ def test_run_end_to_end_and_report(cpu_build, work, cli):
     assert k["status"] == "ok" and k["data"]["labels"] == ["base", "+0001", "+0001+0002", "base#2"]
     [case] = k["data"]["cases"]
     assert all(len(case["variants"][lab]["samples_us"]) == 3 for lab in k["data"]["labels"])
-    assert steps["kernel-path"]["status"] == "not_run" and "CUDA" in steps["kernel-path"]["reason"]
+    assert steps["bench:path"]["status"] == "not_run" and "CUDA" in steps["bench:path"]["reason"]
     d = steps["bench:decode"]
     assert d["status"] == "ok" and {row["depth"] for row in d["data"]["rows"]} == {0, 256}
     n = steps["numerics"]
@@ -168,10 +171,10 @@ def test_import_logs_made_elsewhere(cli, tmp_path):
     stored = json.loads((ROOT / "examples" / "h200" / "results.json").read_text())["steps"]["bench:decode"]["data"][
         "rows"
     ]
+
     def pick(rs):
-        return {
-            (x["variant"], x["depth"]): x["samples_ts"] for x in rs if x["variant"] in ("base", "+0001+0002")
-        }
+        return {(x["variant"], x["depth"]): x["samples_ts"] for x in rs if x["variant"] in ("base", "+0001+0002")}
+
     assert pick(rows) == pick(stored)
     md = cli("report", str(run)).stdout
     assert "NVIDIA H200" in md and "### Decode" in md

@@ -26,7 +26,10 @@ def test_first_compiler_error_nvcc_and_gcc():
 
 
 def test_cmake_error_is_found():
-    log = "-- Found CUDAToolkit\nCMake Error at ggml/src/ggml-cuda/CMakeLists.txt:3 (find_package):\n  Could not find cuBLAS\n"
+    log = (
+        "-- Found CUDAToolkit\n"
+        "CMake Error at ggml/src/ggml-cuda/CMakeLists.txt:3 (find_package):\n  Could not find cuBLAS\n"
+    )
     assert first_compiler_error(log) == "ggml/src/ggml-cuda/CMakeLists.txt:3: CMake Error: Could not find cuBLAS"
 
 

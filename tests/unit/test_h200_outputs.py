@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from patchkit import parsers, report
@@ -64,22 +66,71 @@ def test_llama_bench_json_from_the_h200():
 
 @pytest.mark.parametrize("step", ["test:flash_attn", "bench:kernel", "bench:path", "bench:decode"])
 def test_replaying_the_raw_logs_gives_the_stored_results(tmp_path, step):
+    """The bundle's steps were re-derived from its raw logs on 2026-12-01 (PROVENANCE.md): replaying the
+    same logs gives the stored results exactly, and the statistics are what they must be (below)."""
     run = tmp_path / "h200"
     shutil.copytree(RUN, run)
-    stored = Bundle.open(RUN).data["steps"][step]  # older step names read as today's
+    stored = Bundle.open(RUN).data["steps"][step]
     again = reparse_step(Bundle.open(run), step, load_recipe(str(ROOT / "recipes" / "default.toml")))
     assert again.status.value == stored["status"]
     got = json.loads(json.dumps(again.data))
-    # written since the bundle was recorded (2026-11-30): upstream's sqlite databases, and decode rows
-    # keyed by llama-bench's whole test identity; every field the bundle has must come back the same
-    db = got.pop("upstream_db", None)
-    if step in ("bench:kernel", "bench:decode"):
-        assert (run / db["file"]).is_file() and "base" in db["labels"].values()
-    if step == "bench:decode":
-        for key in ("rows", "vs_base"):
-            got[key] = [{k: v for k, v in r.items() if k in old} for r, old in zip(got[key], stored["data"][key])]
-            assert len(got[key]) == len(stored["data"][key])
     assert got == stored["data"]
+    if step in ("bench:kernel", "bench:decode"):
+        db = got["upstream_db"]
+        assert (run / db["file"]).is_file() and "base" in db["labels"].values()
+    if step == "bench:kernel":
+        _check_kernel_statistics(got)
+    if step == "bench:decode":
+        _check_ratio_statistics(got["rows"], got["vs_base"])
+
+
+def _check_kernel_statistics(got: dict) -> None:
+    """bench:kernel replayed from the H200 logs: every stored sample, median, min, max and bandwidth
+    comes back exactly; intervals are the distribution-free ones (3 samples a side: 75 % for a median,
+    90 % for a ratio; the case that runs twice a process has 6: 97 % and 96 %), verdicts against the
+    A/A floor band, each case after the 3 recorded rounds."""
+    assert got["labels"] == ["base", "+0001", "+0001+0002", "base#2"] and got["rounds"] == 3
+    assert got["timing"]["min_rounds"] == got["timing"]["max_rounds"] == got["rounds_run"] == 3
+    assert got["process_seconds"] == pytest.approx(478.3)  # the 12 logs' '# exit: 0, S s'
+    assert len(got["cases"]) == 12
+    floor = max(abs(c["aa_ratio"] - 1) for c in got["cases"])
+    assert got["noise_floor"] == pytest.approx(floor) and 0.005 < floor < 0.01
+    verdicts = {}
+    for c in got["cases"]:
+        assert c["rounds"] == 3 and c["stop"] in ("settled", "max_rounds") and c["bytes"] > 0
+        for v in c["variants"].values():
+            assert v["median"] == pytest.approx(float(np.median(v["samples_us"])))
+            assert (v["ci_low"], v["ci_high"]) == (min(v["samples_us"]), max(v["samples_us"]))
+            assert v["ci_level"] == pytest.approx({3: 0.75, 6: 1 - 2 / 64}[v["n"]])
+            assert v["noise"] == pytest.approx(np.std(v["samples_us"], ddof=1) / np.mean(v["samples_us"]))
+        ref = c["variants"]["base"]["samples_us"]
+        for lab, r in c["vs_base"].items():
+            pairwise = sorted(b / a for a in ref for b in c["variants"][lab]["samples_us"])
+            k = {9: 1, 36: 6}[len(pairwise)]  # 3 vs 3: the extremes; 6 vs 6: the 6th from each end
+            assert (r["ci_low"], r["ci_high"]) == (pytest.approx(pairwise[k - 1]), pytest.approx(pairwise[-k]))
+            assert r["ci_level"] == pytest.approx({9: 0.9, 36: 1 - 2 * 19 / 924}[len(pairwise)])
+            verdicts[(_size(c["params"]), lab)] = r["verdict"]
+    assert verdicts[("kv=122880,nb=1,type_K=q4_0", "+0001")] == "faster"  # 0.795 [0.794-0.799]
+    assert verdicts[("kv=122880,nb=2,type_K=q4_0", "+0001+0002")] == "faster"
+    assert verdicts[("kv=32768,nb=1,type_K=f16", "+0001+0002")] == "slower"  # 1.152 [1.148-1.156]
+    assert verdicts[("kv=122880,nb=3,type_K=q4_0", "+0001")] == "same"  # [0.9998-1.0010] inside +-0.77 %
+    assert verdicts[("kv=4096,nb=3,type_K=q4_0", "+0001")] == "ambiguous"  # [0.982-0.996] across 0.992
+
+
+def _check_ratio_statistics(rows: list, got: list) -> None:
+    """Decode ratios are Hodges-Lehmann estimates with the exact 3-vs-3 interval (the extreme pairwise
+    ratios, 90 %); with no A/A floor for decode, an interval across 1 is 'ambiguous', never 'same'."""
+    samples = {(r["variant"], r["depth"]): r["samples_ts"] for r in rows}
+    for r in got:
+        pairwise = sorted(b / a for a in samples[("base", r["depth"])] for b in samples[(r["variant"], r["depth"])])
+        assert (r["ci_low"], r["ci_high"]) == (pytest.approx(pairwise[0]), pytest.approx(pairwise[-1]))
+        assert r["ratio"] == pytest.approx(pairwise[4])
+        assert r["verdict"] != "same"
+        assert (r["verdict"] == "ambiguous") == (r["ci_low"] <= 1 <= r["ci_high"])
+
+
+def _size(params: str) -> str:
+    return ",".join(re.search(rf"\b{k}=\w+", params).group(0) for k in ("kv", "nb", "type_K"))
 
 
 def test_committed_report_is_what_the_results_render(tmp_path):

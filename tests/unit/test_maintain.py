@@ -67,12 +67,8 @@ def test_rewrite_recipe_onto_another_sdist_keeps_prose_and_comments():
         prune=("models",),
     )
     files = {
-        p: p.replace("patches/", "patches-bbbbbbbbbbbb/", 1)
-        for p in (
-            "patches/0001-cuda-mma-fattn-gqa-quantized-kv.patch",
-            "patches/0002-cuda-fattn-mma-hs256-8col-nbatch-fa-32.patch",
-            "patches/local/0001-tests-fattn-perf-cases-seed-shapes.patch",
-        )
+        p.file: p.file.replace("patches/", "patches-bbbbbbbbbbbb/", 1)
+        for p in parse_recipe(text, Path("recipes/default.toml"), root=ROOT).series
     }
     prov = {"sha256_from": "index", "index_url": "https://pypi.org/simple/llama-cpp-python/"}
     out = recipe_edit.rewrite_recipe(
@@ -111,6 +107,8 @@ def test_rewrite_recipe_onto_a_git_commit_drops_the_sdist_and_upstream_patches()
     files = {
         "patches/0002-cuda-fattn-mma-hs256-8col-nbatch-fa-32.patch": "patches-b/0002.patch",
         "patches/local/0001-tests-fattn-perf-cases-seed-shapes.patch": "patches-b/local/0001.patch",
+        "patches/local/0002-tests-perf-min-time-env.patch": "patches-b/local/0002.patch",
+        "patches/local/0003-tests-fill-tensors-on-all-threads.patch": "patches-b/local/0003.patch",
     }
     out = recipe_edit.rewrite_recipe(text, name="n", base=base, files=files, dropped=dropped, note="n", prov={})
     r = parse_recipe(out, Path("recipes/n.toml"), root=ROOT)
@@ -120,7 +118,7 @@ def test_rewrite_recipe_onto_a_git_commit_drops_the_sdist_and_upstream_patches()
         and r.base.git.url == "https://example.invalid/llama.cpp.git"
         and r.base.git.commit == SHA_B
     )
-    assert [p.file for p in r.series] == ["patches-b/0002.patch", "patches-b/local/0001.patch"]
+    assert [p.file for p in r.series] == ["patches-b/0002.patch", *(f"patches-b/local/000{i}.patch" for i in (1, 2, 3))]
     assert r.series[0].depends_on == ()  # 0001 is upstream now
     assert r.series[0].key == "0002"
     assert (
@@ -203,7 +201,7 @@ file = "patches/0001-a.patch"
 
 def test_add_series_after_the_last_pr_patch_keeps_every_other_line():
     text = _default_text().replace(
-        '[[series]]\nfile = "patches/local', '# the local test patch\n[[series]]\nfile = "patches/local'
+        '[[series]]\nfile = "patches/local', '# the local test patch\n[[series]]\nfile = "patches/local', 1
     )
     new = [Patch(file="patches/0003-x.patch", id="0003"), Patch(file="patches/0004-y.patch", id="0004")]
     out = recipe_edit.add_series(text, new, after=1)
@@ -211,7 +209,8 @@ def test_add_series_after_the_last_pr_patch_keeps_every_other_line():
     at = text.index('depends-on = ["0001"]\n') + len('depends-on = ["0001"]\n')
     assert out == text[:at] + block + text[at:]  # the comment before the local patch stays before it
     r = parse_recipe(out, Path("recipes/default.toml"), root=ROOT)
-    assert [p.key for p in r.series] == ["0001", "0002", "0003", "0004", "perf-cases"]
+    local = ["perf-cases", "perf-min-time", "perf-fill-threads"]
+    assert [p.key for p in r.series] == ["0001", "0002", "0003", "0004", *local]
 
 
 def test_commands_parse_their_options():
