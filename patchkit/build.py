@@ -25,9 +25,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import git
-
-from patchkit import proc
+from patchkit import proc, vcs
 from patchkit.errors import BuildError, CommandError, ToolNotFound
 from patchkit.parsers.compiler import first_compiler_error
 from patchkit.recipe import Recipe
@@ -335,7 +333,7 @@ def _move_tree(ws: Workspace, recipe: Recipe, root: Path, base: BaseInfo, head: 
     wt = (
         checkout_base(open_cache_repo(ws), tree, base.commit, recipe.base.prune)
         if not (tree / ".git").exists()
-        else git.Repo(tree)
+        else vcs.repo(tree)
     )
     wt.git.checkout("--detach", "--force", head)
     return tree

@@ -16,8 +16,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import git
-
+from patchkit import vcs
 from patchkit.errors import ApplyError
 from patchkit.parsers.patch import CONFLICT, parse_hunks
 from patchkit.recipe import Patch, Recipe
@@ -165,18 +164,18 @@ def tree_path(ws: Workspace, recipe: Recipe, variant: Variant) -> Path:
 
 
 def dirty_files(tree: Path) -> list[str]:
-    r = git.Repo(tree)
+    r = vcs.repo(tree)
     out = r.git.status("--porcelain", "--untracked-files=no")
     return [ln[3:] for ln in out.splitlines() if ln.strip()]
 
 
-def checkout_base(repo: git.Repo, tree: Path, commit: str, prune: tuple[str, ...]) -> git.Repo:
+def checkout_base(repo: vcs.Repo, tree: Path, commit: str, prune: tuple[str, ...]) -> vcs.Repo:
     """A worktree at `tree` on `commit` (detached), with the recipe's pruned paths left out."""
     if not (tree / ".git").exists():
         tree.parent.mkdir(parents=True, exist_ok=True)
         repo.git.worktree("prune")
         repo.git.worktree("add", "--no-checkout", "--detach", "--force", str(tree), commit)
-    wt = git.Repo(tree)
+    wt = vcs.repo(tree)
     if prune:
         wt.git.sparse_checkout("set", "--no-cone", "/*", *[f"!/{p.strip('/')}/" for p in prune])
     if wt.git.rev_parse("--abbrev-ref", "HEAD") != "HEAD":
@@ -186,14 +185,14 @@ def checkout_base(repo: git.Repo, tree: Path, commit: str, prune: tuple[str, ...
     return wt
 
 
-def am(wt: git.Repo, patch_file: Path, patch: Patch, variant: str) -> str:
+def am(wt: vcs.Repo, patch_file: Path, patch: Patch, variant: str) -> str:
     env = {**os.environ, **GIT_ENV}
     try:
         wt.git.execute(
             ["git", "am", "-3", "--keep-cr", "--committer-date-is-author-date", str(patch_file)],
             env=env,
         )
-    except git.GitCommandError as e:
+    except vcs.GitError as e:
         out = f"{e.stdout or ''}\n{e.stderr or ''}"
         wt.git.am("--abort", with_exceptions=False)
         # `am -3` may fail before it says where (no usable blob ids); `apply --check` always says
@@ -208,7 +207,7 @@ def am(wt: git.Repo, patch_file: Path, patch: Patch, variant: str) -> str:
 
 
 def series_commits(
-    repo: git.Repo, ws: Workspace, recipe: Recipe, base: BaseInfo, variant: Variant
+    repo: vcs.Repo, ws: Workspace, recipe: Recipe, base: BaseInfo, variant: Variant
 ) -> tuple[str, list[dict]]:
     """The variant's commits, made with `git am -3` in a scratch worktree: (head, applied patches).
     A patch that does not apply raises ApplyError and leaves every variant's tree as it was."""
@@ -242,7 +241,7 @@ def apply_variant(
     old = VariantState(**read_json(spath)) if spath.is_file() else None  # type: ignore[arg-type]
     with ws.lock(tree):
         if (tree / ".git").exists():
-            wt = git.Repo(tree)
+            wt = vcs.repo(tree)
             dirty = dirty_files(tree)
             if dirty and not force:
                 raise ApplyError(

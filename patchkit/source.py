@@ -14,7 +14,6 @@ A second fetch finds the ref and needs no network.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import shutil
@@ -23,9 +22,10 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import git
 import requests
 
+from patchkit import vcs
+from patchkit.archive import extract_subdirs, safe_members
 from patchkit.errors import FetchError
 from patchkit.recipe import Base, SdistBase
 from patchkit.workspace import Workspace, read_json, write_json
@@ -54,16 +54,16 @@ class BaseInfo:
         return asdict(self)
 
 
-def open_cache_repo(ws: Workspace) -> git.Repo:
+def open_cache_repo(ws: Workspace) -> vcs.Repo:
     """The cache's bare repo. Commands get GIT_DIR explicitly: once worktrees with their own config
     exist (extensions.worktreeConfig), GitPython no longer recognises the repo as bare."""
     if not (ws.repo / "HEAD").is_file():
         ws.repo.parent.mkdir(parents=True, exist_ok=True)
-        init = git.Repo.init(ws.repo, bare=True)
+        init = vcs.repo(ws.repo, init_bare=True)
         with init.config_writer() as cw:
             cw.set_value("gc", "auto", "0")
             cw.set_value("uploadpack", "allowAnySHA1InWant", "true")
-    repo = git.Repo(ws.repo)
+    repo = vcs.repo(ws.repo)
     repo.git.update_environment(GIT_DIR=str(ws.repo))
     return repo
 
@@ -91,7 +91,7 @@ def fetch(base: Base, ws: Workspace, *, offline: bool = False) -> BaseInfo:
                 if repo.git.rev_parse("--verify", "-q", f"{ref}^{{commit}}") == info.commit:
                     _mark_shallow(repo, info.commit)
                     return info
-            except git.GitCommandError:
+            except vcs.GitError:
                 pass
         if base.route == "git":
             info = _fetch_git(base, repo, key, ref, offline=offline)
@@ -101,7 +101,7 @@ def fetch(base: Base, ws: Workspace, *, offline: bool = False) -> BaseInfo:
         return info
 
 
-def _fetch_git(base: Base, repo: git.Repo, key: str, ref: str, *, offline: bool) -> BaseInfo:
+def _fetch_git(base: Base, repo: vcs.Repo, key: str, ref: str, *, offline: bool) -> BaseInfo:
     assert base.git is not None
     sha = base.git.commit
     if not _has_object(repo, f"{sha}^{{commit}}"):  # e.g. already brought in by an sdist of the same upstream commit
@@ -109,7 +109,7 @@ def _fetch_git(base: Base, repo: git.Repo, key: str, ref: str, *, offline: bool)
             raise FetchError(f"base {key}: not in the cache and --offline was given")
         try:
             repo.git.fetch("--depth", "1", "--no-tags", base.git.url, sha)
-        except git.GitCommandError as e:
+        except vcs.GitError as e:
             raise FetchError(f"git fetch {base.git.url} {sha}: {_git_msg(e)}") from None
     repo.git.update_ref(ref, sha)
     _mark_shallow(repo, sha)
@@ -123,11 +123,11 @@ def _fetch_git(base: Base, repo: git.Repo, key: str, ref: str, *, offline: bool)
     )
 
 
-def _has_object(repo: git.Repo, rev: str) -> bool:
+def _has_object(repo: vcs.Repo, rev: str) -> bool:
     return repo.git.execute(["git", "cat-file", "-e", rev], with_exceptions=False, with_extended_output=True)[0] == 0
 
 
-def _mark_shallow(repo: git.Repo, commit: str) -> None:
+def _mark_shallow(repo: vcs.Repo, commit: str) -> None:
     """Record a base whose parents are not in the cache as a shallow boundary, so that `git log`
     and merge-base stop there instead of failing on a missing parent."""
     header = repo.git.cat_file("-p", commit).split("\n\n", 1)[0]
@@ -141,7 +141,7 @@ def _mark_shallow(repo: git.Repo, commit: str) -> None:
                 f.write(commit + "\n")
 
 
-def _git_msg(e: git.GitCommandError) -> str:
+def _git_msg(e: vcs.GitError) -> str:
     lines = [ln.strip() for ln in str(e.stderr or e).splitlines() if ln.strip()]
     return lines[-1].strip("'") if lines else str(e)
 
@@ -249,162 +249,6 @@ def download_sdist(sd: SdistBase, ws: Workspace, *, offline: bool = False) -> Pa
     return dest
 
 
-# ---------------------------------------------------------------------------------------------
-# Archive extraction that cannot write outside its folder, on any Python (3.11.2 has no tarfile
-# data filter): every member of the archive is checked first (regular files and folders; symbolic
-# links whose target, followed through the archive's own links, stays inside; hard links to an
-# earlier regular file, written as a copy; nothing under a link; no absolute or '..' names; no
-# device, fifo or other member), then written with each folder opened O_NOFOLLOW, never through a link.
-
-_MAX_LINK_HOPS = 40
-
-
-def _parts(name: str) -> tuple[str, ...] | None:
-    """A member name's path components ('' and '.' dropped), or None if absolute or with '..'."""
-    if name.startswith("/") or "\0" in name:
-        return None
-    parts = tuple(p for p in name.split("/") if p not in ("", "."))
-    return None if ".." in parts else parts
-
-
-def _resolve(parts: tuple[str, ...], links: dict[tuple[str, ...], str], hops: int = 0) -> tuple[str, ...] | None:
-    """Where `parts` leads inside the archive's folder, following the archive's symbolic links; None
-    if it leaves the folder (or loops)."""
-    out: list[str] = []
-    for p in parts:
-        if p in ("", "."):
-            continue
-        if p == "..":
-            if not out:
-                return None
-            out.pop()
-            continue
-        out.append(p)
-        target = links.get(tuple(out))
-        if target is not None:
-            if target.startswith("/") or hops >= _MAX_LINK_HOPS:
-                return None
-            inner = _resolve((*out[:-1], *target.split("/")), links, hops + 1)
-            if inner is None:
-                return None
-            out = list(inner)
-    return tuple(out)
-
-
-def _member_error(m: tarfile.TarInfo, seen: dict[tuple[str, ...], tarfile.TarInfo], links: dict) -> str:
-    """Why member `m` may not be extracted ('' if it may), given the members before it (`seen`)
-    and every symbolic link of the archive (`links`)."""
-    parts = _parts(m.name)
-    if parts is None:
-        return f"unsafe path in archive: {m.name!r}"
-    if any(parts[:i] in links for i in range(1, len(parts))):
-        return f"member {m.name!r} lies under a symbolic link of the archive"
-    before = seen.get(parts)
-    if before is not None and not (before.isdir() and m.isdir()):
-        return f"member {m.name!r} appears twice"
-    if m.issym():
-        if _resolve((*parts[:-1], *m.linkname.split("/")), links) is None:
-            return f"link {m.name!r} points outside the archive: {m.linkname!r}"
-    elif m.islnk():
-        target = seen.get(_parts(m.linkname) or ())
-        if target is None or not target.isreg():
-            return f"hard link {m.name!r} does not name an earlier regular file of the archive: {m.linkname!r}"
-    elif m.isdev() or m.isfifo():
-        return f"device or fifo in archive: {m.name!r}"
-    elif not (m.isreg() or m.isdir()):
-        return f"member {m.name!r} of unsupported type {m.type!r}"
-    return ""
-
-
-def safe_members(tar: tarfile.TarFile, archive: Path, prefixes: tuple[str, ...]) -> list[tarfile.TarInfo]:
-    """The members under `prefixes`, after checking every member of the archive (see above)."""
-    members = tar.getmembers()
-    links = {p: m.linkname for m in members if m.issym() and (p := _parts(m.name))}
-    seen: dict[tuple[str, ...], tarfile.TarInfo] = {}
-    out = []
-    for m in members:
-        why = _member_error(m, seen, links)
-        if why:
-            raise FetchError(f"{archive}: {why}")
-        parts = _parts(m.name) or ()
-        seen.setdefault(parts, m)
-        name = "/".join(parts)
-        if parts and any(name == p or name.startswith(p + "/") for p in prefixes):
-            out.append(m)
-    return out
-
-
-_safe_members = safe_members  # the name patchkit/wheel/build.py still uses; to go once it calls extract_members
-
-
-def _open_folder(root: int, parts: tuple[str, ...]) -> int:
-    """An fd of the folder root/parts, made where missing, each component opened without following
-    a link (a link or file in the way is an OSError)."""
-    fd = os.dup(root)
-    for p in parts:
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(p, 0o755, dir_fd=fd)
-        try:
-            nxt = os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
-        finally:
-            os.close(fd)
-        fd = nxt
-    return fd
-
-
-def _write_member(tar: tarfile.TarFile, m: tarfile.TarInfo, folder: int, name: str) -> None:
-    """A regular file (or a hard link's content) as a new file, never through an existing name."""
-    src = tar.extractfile(m)
-    assert src is not None
-    mode = 0o755 if m.mode & 0o100 else 0o644
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(name, flags, mode, dir_fd=folder)
-    with os.fdopen(fd, "wb") as out:
-        shutil.copyfileobj(src, out, CHUNK)
-        out.flush()
-        os.utime(out.fileno(), (m.mtime, m.mtime))
-
-
-def extract_members(tar: tarfile.TarFile, members: list[tarfile.TarInfo], dest: Path) -> None:
-    """Write `members` (from `safe_members`) under dest: folders and files first, symbolic links
-    last, so that nothing is ever written through a link."""
-    dest.mkdir(parents=True, exist_ok=True)
-    root = os.open(dest, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        for m in sorted(members, key=lambda m: m.issym()):  # stable: archive order otherwise
-            parts = _parts(m.name)
-            if not parts:
-                continue
-            folder = _open_folder(root, parts[:-1] if not m.isdir() else parts)
-            try:
-                if m.issym():
-                    os.symlink(m.linkname, parts[-1], dir_fd=folder)
-                elif not m.isdir():
-                    _write_member(tar, m, folder, parts[-1])
-            finally:
-                os.close(folder)
-    finally:
-        os.close(root)
-
-
-def extract_subdirs(archive: Path, dest: Path, subdirs: tuple[str, ...]) -> Path:
-    """Extract the archive's top folder's `subdirs` into dest; returns the top folder."""
-    try:
-        with tarfile.open(archive, "r:gz") as tar:
-            first = tar.next()
-            top = (_parts(first.name) or ("",))[0] if first is not None else ""
-            if not top:
-                raise FetchError(f"{archive}: empty archive")
-            prefixes = tuple(f"{top}/{s.strip('/')}" for s in subdirs)
-            members = safe_members(tar, archive, prefixes)
-            if not members:
-                raise FetchError(f"{archive}: no {subdirs[0]!r} folder in the archive")
-            extract_members(tar, members, dest)
-    except (tarfile.TarError, EOFError, OSError) as e:
-        raise FetchError(f"{archive}: cannot extract: {e}") from None
-    return dest / top
-
-
 def keep_prefixes(names: list[str], top: str, subdir: str) -> tuple[str, ...]:
     """Archive paths (relative to `top`) that cover everything except .git/ and `subdir`."""
     skip = subdir.strip("/").split("/")
@@ -497,7 +341,7 @@ def sdist_project(sd: SdistBase, ws: Workspace, *, offline: bool = False, archiv
     return path
 
 
-def _tree_of_folder(repo: git.Repo, folder: Path) -> str:
+def _tree_of_folder(repo: vcs.Repo, folder: Path) -> str:
     """The git tree hash of a plain folder (ignored files included), written into the repo's objects."""
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
@@ -506,7 +350,7 @@ def _tree_of_folder(repo: git.Repo, folder: Path) -> str:
         return repo.git.execute([*base, "write-tree"], env=env)
 
 
-def _fetch_sdist(base: Base, ws: Workspace, repo: git.Repo, key: str, ref: str, *, offline: bool) -> BaseInfo:
+def _fetch_sdist(base: Base, ws: Workspace, repo: vcs.Repo, key: str, ref: str, *, offline: bool) -> BaseInfo:
     sd = base.sdist
     assert sd is not None
     archive = download_sdist(sd, ws, offline=offline)
@@ -538,7 +382,7 @@ def _fetch_sdist(base: Base, ws: Workspace, repo: git.Repo, key: str, ref: str, 
                 fetched = repo.git.rev_parse("--verify", f"{upstream_sha}^{{commit}}")
                 if repo.git.rev_parse(f"{fetched}^{{tree}}") == tree:
                     commit, verified = fetched, True
-            except git.GitCommandError:
+            except vcs.GitError:
                 pass
         if not commit:
             msg = (
