@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from patchkit import __version__
-from patchkit.cli import commands, maintain, wheel
+from patchkit.cli import commands, maintain, sweep, wheel
 from patchkit.cli.base import Command
 from patchkit.errors import PatchkitError
 
@@ -22,6 +22,7 @@ DESCRIPTION = (
 GROUPS: tuple[tuple[str, tuple[Command, ...]], ...] = (
     ("pipeline and results", commands.COMMANDS),
     ("series maintenance", maintain.COMMANDS),
+    ("search", sweep.COMMANDS),
     ("wheels", wheel.COMMANDS),
 )
 

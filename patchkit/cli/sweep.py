@@ -1,0 +1,68 @@
+"""`patchkit sweep`: the command line of patchkit.sweep (a parameter sweep of one config-table row)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from patchkit.cli.base import Command, add_common, ctx_of, non_negative_int
+from patchkit.sweep.run import SweepOptions, run_sweep
+from patchkit.sweep.spec import STRATEGIES, SweepError, SweepSpec, load_spec, override, parse_sweep
+
+
+def spec_of(args: argparse.Namespace, recipe) -> SweepSpec:
+    """The spec: --spec FILE, else the recipe's [sweep] table; then the command line's overrides."""
+    if args.spec:
+        spec = load_spec(Path(args.spec))
+    else:
+        if not recipe.sweep:  # the recipe keeps [sweep] as written; it is validated here
+            raise SweepError(f"{recipe.path}: no [sweep] table; give one with --spec FILE (see docs/sweep.md)")
+        spec = parse_sweep(dict(recipe.sweep), f"{recipe.path}: sweep")
+    return override(spec, params=tuple(args.param), archs=tuple(args.arch), strategy=args.strategy or "")
+
+
+class Sweep(Command):
+    name = "sweep"
+    help = "sweep the values of one row of a config table (e.g. the FA MMA config): compile-check, time, pick the best"
+
+    def add_arguments(self, p: argparse.ArgumentParser) -> None:
+        add_common(p)
+        p.add_argument(
+            "--spec",
+            default=None,
+            metavar="FILE",
+            help="a TOML file with a [sweep] table (default: the recipe's [sweep]); see docs/sweep.md",
+        )
+        p.add_argument(
+            "--arch",
+            action="append",
+            default=[],
+            help="compile-check architecture(s), e.g. 89 or '89;90' (repeatable; replaces the spec's archs)",
+        )
+        p.add_argument(
+            "--param",
+            action="append",
+            default=[],
+            metavar="NAME=V1,V2",
+            help="replace one parameter's values, e.g. --param nthreads=64,128 (repeatable)",
+        )
+        p.add_argument(
+            "--strategy",
+            choices=STRATEGIES,
+            default=None,
+            help="grid: time every valid point; halving: "
+            "short timing for all, longer for the best third, ... (default: the spec's)",
+        )
+        p.add_argument("--check-only", action="store_true", help="compile checks only (no GPU needed)")
+        p.add_argument(
+            "--jobs", "-j", type=non_negative_int, default=0, help="parallel compile jobs (default: ninja's)"
+        )
+
+    def run(self, args: argparse.Namespace) -> int:
+        ctx = ctx_of(args)
+        spec = spec_of(args, ctx.recipe)
+        run_sweep(ctx, spec, SweepOptions(check_only=args.check_only, jobs=args.jobs))
+        return 0
+
+
+COMMANDS = (Sweep(),)

@@ -1,0 +1,314 @@
+"""The cheapest test of a point: compile the translation units that use the row, for every arch.
+
+Which units: every translation unit that includes the changed header (patchkit.build.includers),
+narrowed by the spec's `instances` rule where a unit declares which rows it instantiates. For the
+FA MMA table that rule reads the unit's DECL_FATTN_MMA_F16_CASE(DKQ, DV, ncols1, ncols2) lines with
+ncols = ncols1 * ncols2, so the (256, 256, 8) row keeps the four template instances with 8 columns
+at head size 256 and fattn.cu (no DECL lines: it dispatches, so it is kept; a unit the rule cannot
+read is always kept). Without `instances` every includer is compiled. `units = "one"` compiles only
+the row-using instance with the fewest declarations: it proves the macro's own static_asserts (those
+fire in every includer), the kernel's static_asserts and ptxas' limits for that one ncols1/ncols2
+split, not for the others.
+
+A static_assert, a ptxas error (too much shared memory, too many registers) or any other compile
+error makes the point invalid, recorded with the compiler's first error. The sweep compiles in its
+own worktree and build folders (patchkit.sweep.store), never in the variant trees or the normal
+builds. Each finished point is stored at once; a point whose stored check has the same key, units
+and toolchain is not compiled again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from patchkit import build, proc, vcs
+from patchkit.errors import ApplyError, BuildError, CommandError
+from patchkit.parsers.compiler import first_compiler_error
+from patchkit.recipe import Recipe
+from patchkit.sweep import table as tbl
+from patchkit.sweep.points import Plan, Point
+from patchkit.sweep.spec import SweepError, SweepSpec, evaluate, expression_names, parse_expression
+from patchkit.sweep.store import Store
+from patchkit.workspace import Workspace, read_json, write_json
+
+_PTXAS = re.compile(r"^ptxas\s+(?:fatal|error)\s*:\s*(.+)$", re.M)
+_STEP = re.compile(r"^\[\d+/\d+\] Building", re.M)
+_WHERE = re.compile(r"^([^:\s]+)(?=:\d+: )")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArchCheck:
+    arch: str
+    ok: bool
+    error: str  # the first compiler error ('' when ok)
+    failed: dict[str, str]  # unit -> its first error
+    units: list[str]
+    toolchain: str  # sha256 of the CMake arguments
+    steps: int  # objects Ninja compiled
+    seconds: float
+    log: str  # relative to the sweep folder
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------------------------------------
+# Which translation units
+
+
+def _decls(text: str, macro: str) -> list[list[tbl.Value]]:
+    out = []
+    for m in re.finditer(rf"^[ \t]*{re.escape(macro)}[ \t]*\(([^)]*)\)", text, re.M):
+        out.append([tbl.parse_value(a) for a in m.group(1).split(",")])
+    return out
+
+
+def _instance_rule(spec: SweepSpec, header: str):
+    """A function: the DECL args of a unit -> whether they instantiate the spec's row."""
+    inst = spec.instances
+    assert inst is not None
+    defined = tbl.macros(header)
+    if inst.macro not in defined:
+        raise SweepError(f"{spec.at('instances', 'macro')}: no #define of {inst.macro!r} in {spec.file}")
+    params = defined[inst.macro].columns
+    exprs = {}
+    for k in spec.row:
+        text = inst.key.get(k, k)
+        where = spec.at("instances", "key", k)
+        tree = parse_expression(text, where)
+        unknown = sorted(expression_names(tree) - set(params))
+        if unknown:
+            raise SweepError(f"{where}: {unknown[0]!r} is not a parameter of {inst.macro} ({', '.join(params)})")
+        exprs[k] = tree
+
+    def uses_row(args: list[tbl.Value]) -> bool:
+        if len(args) != len(params) or not all(isinstance(a, int) for a in args):
+            return True  # cannot tell: compile it
+        env = dict(zip(params, args))
+        return all(evaluate(exprs[k], env) == v for k, v in spec.row.items())  # type: ignore[arg-type]
+
+    return uses_row
+
+
+def row_units(tree: Path, spec: SweepSpec, header: str) -> list[str]:
+    """The translation units to compile for the spec's row (see the module docstring)."""
+    if isinstance(spec.units, tuple):
+        for u in spec.units:
+            if not (tree / u).is_file():
+                raise SweepError(f"{spec.at('units')}: {u}: no such file in the start variant")
+        return list(spec.units)
+    units = build.includers(tree, [spec.file])
+    if spec.instances is None:
+        if spec.units == "one":
+            raise SweepError(f"{spec.at('units')}: 'one' needs [sweep.instances] to know which unit uses the row")
+        return units
+    uses_row = _instance_rule(spec, header)
+    keep, instances = [], []
+    for u in units:
+        decls = _decls((tree / u).read_text(encoding="utf-8", errors="replace"), spec.instances.macro)
+        if not decls:
+            keep.append(u)  # declares nothing: a dispatcher or a unit the rule cannot read
+        elif any(uses_row(d) for d in decls):
+            keep.append(u)
+            instances.append((len(decls), u))
+    if spec.units == "one":
+        if not instances:
+            raise SweepError(f"{spec.at('instances')}: no translation unit instantiates the row {spec.row}")
+        return [min(instances)[1]]
+    return keep
+
+
+# ---------------------------------------------------------------------------------------------
+# The sweep's tree and build folders
+
+
+def move_tree(ws: Workspace, recipe: Recipe, store: Store, commit: str) -> Path:
+    """The sweep's worktree at `commit` (made on first use; an interrupted `git am` is aborted)."""
+    tree = store.tree
+    if not (tree / ".git").exists():
+        tree.parent.mkdir(parents=True, exist_ok=True)
+        vcs.git(ws.repo, "worktree", "prune")
+        vcs.git(ws.repo, "worktree", "add", "--no-checkout", "--detach", "--force", str(tree), commit, check=True)
+        if recipe.base.prune:
+            rules = [f"!/{p.strip('/')}/" for p in recipe.base.prune]
+            vcs.git(tree, "sparse-checkout", "set", "--no-cone", "/*", *rules, check=True)
+        vcs.git(tree, "reset", "--hard", commit, check=True)
+    vcs.git(tree, "am", "--abort")
+    vcs.git(tree, "checkout", "--detach", "--force", commit, check=True)
+    return tree
+
+
+def apply_point(tree: Path, point: Point, patch_file: Path | None) -> str:
+    """Apply the point's patch with `git am` (fixed committer and date): the point's commit."""
+    if patch_file is not None:
+        r = vcs.git(tree, "am", "--keep-cr", "--committer-date-is-author-date", str(patch_file))
+        if not r.ok:
+            vcs.git(tree, "am", "--abort")
+            last = r.output.strip().splitlines()[-1:] or ["git am failed"]
+            raise ApplyError(f"sweep point {point.name}: {patch_file} does not apply: {last[0]}")
+    return vcs.git(tree, "rev-parse", "HEAD", check=True).text
+
+
+def toolchain_id(tc: build.Toolchain) -> str:
+    return hashlib.sha256(json.dumps(list(tc.cmake_args)).encode()).hexdigest()
+
+
+def configure(tree: Path, bdir: Path, opts: build.BuildOptions, tc: build.Toolchain, log: Path) -> None:
+    """CMake configure (Ninja), skipped when this folder was configured with the same arguments."""
+    args = ["cmake", "-S", str(tree), "-B", str(bdir), "-G", "Ninja", f"-DCMAKE_BUILD_TYPE={opts.build_type}"]
+    args += [*tc.cmake_args, *opts.cmake_options]
+    stamp = bdir / "patchkit-configure.json"
+    if (bdir / "CMakeCache.txt").is_file() and stamp.is_file() and read_json(stamp) == args:
+        return
+    try:
+        proc.run(args, log=log, env=tc.env)
+    except CommandError:
+        err = first_compiler_error(log.read_text(errors="replace")) if log.is_file() else None
+        raise BuildError(f"sweep: configure failed: {err or 'see log'} (log: {log})") from None
+    write_json(stamp, args)
+
+
+def first_error(block: str, tree: Path) -> str:
+    """The first compiler error of one FAILED block (nvcc/gcc/CMake, else ptxas), paths made relative."""
+    ptx = _PTXAS.search(block)
+    err = first_compiler_error(block[: ptx.start()] if ptx else block)
+    if err is None and ptx:
+        err = "ptxas error: " + ptx.group(1).strip()
+    if err is None:  # not a message we know: the first line that says error, else the first output line
+        lines = [ln.strip() for ln in block.splitlines()[2:] if ln.strip() and not ln.startswith(("[", "ninja:"))]
+        err = next((ln for ln in lines if "error" in ln.lower()), lines[0] if lines else "failed")
+    err = err.replace(f"{tree}/", "")
+    return _WHERE.sub(lambda m: os.path.normpath(m.group(1)), err, count=1)
+
+
+def failed_objects(log_text: str, tree: Path) -> dict[str, str]:
+    """Ninja's `FAILED: <object>` blocks -> the first error in each."""
+    out = {}
+    for b in re.split(r"^FAILED: ", log_text, flags=re.M)[1:]:
+        head = b.split("\n", 1)[0].split()
+        out[head[0] if head else ""] = first_error(b, tree)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The check of every point
+
+
+@dataclass
+class _Arch:
+    """One compile-check architecture: its options, toolchain, build folder and object targets."""
+
+    arch: str
+    opts: build.BuildOptions
+    tc: build.Toolchain
+    bdir: Path
+    objs: dict[str, str] | None = None
+
+    @property
+    def tc_id(self) -> str:
+        return toolchain_id(self.tc)
+
+
+def _done(rec: dict, a: _Arch, units: list[str]) -> bool:
+    c = rec.get("check", {}).get(a.arch)
+    return bool(c) and c.get("units") == units and c.get("toolchain") == a.tc_id
+
+
+def invalid_reason(rec: dict) -> str:
+    """Why a stored point is invalid ('' when every stored check passed)."""
+    for arch, c in sorted(rec.get("check", {}).items()):
+        if not c.get("ok"):
+            return f"sm_{arch}: {c.get('error') or 'compile failed'}"
+    return ""
+
+
+def _compile(a: _Arch, tree: Path, store: Store, point: Point, units: list[str]) -> ArchCheck:
+    configure(tree, a.bdir, a.opts, a.tc, store.logs / f"configure-{a.arch}.log")
+    if a.objs is None:
+        a.objs = build.object_targets(a.bdir, units, a.tc.env)
+        if not a.objs:
+            raise BuildError(f"sweep: none of {', '.join(units)} is built for sm_{a.arch} in this configuration")
+    log = store.logs / f"check-{a.arch}-{point.name}.log"
+    argv = ["ninja", "-C", str(a.bdir), "-k", "0", *(["-j", str(a.opts.jobs)] if a.opts.jobs else [])]
+    t0 = time.monotonic()
+    done = proc.run([*argv, *a.objs.values()], log=log, env=a.tc.env, check=False)
+    by_obj = failed_objects(done.stdout, tree)
+    failed = {u: e for u, o in a.objs.items() for fo, e in by_obj.items() if fo.endswith(o) or o.endswith(fo)}
+    error = next(iter(failed.values()), "")
+    if not done.ok and not error:
+        tail = [ln for ln in done.stdout.splitlines() if ln.strip()]
+        error = tail[-1] if tail else f"ninja exited with {done.returncode}"
+    return ArchCheck(
+        arch=a.arch,
+        ok=done.ok,
+        error=error,
+        failed=failed,
+        units=units,
+        toolchain=a.tc_id,
+        steps=len(_STEP.findall(done.stdout)),
+        seconds=round(time.monotonic() - t0, 1),
+        log=store.rel(log),
+    )
+
+
+def check_points(
+    ws: Workspace,
+    recipe: Recipe,
+    plan: Plan,
+    store: Store,
+    *,
+    head: str,
+    header: str,
+    archs: tuple[str, ...],
+    jobs: int = 0,
+) -> dict[str, dict]:
+    """Compile-check every point for every arch (the reference first); name -> its stored record.
+    An invalid point is not compiled for the remaining archs."""
+    setups = []
+    for arch in archs:
+        opts = build.options_from(recipe, backend="cuda", archs=(arch,), jobs=jobs)
+        setups.append(_Arch(arch=arch, opts=opts, tc=build.toolchain(opts), bdir=store.build_dir(arch)))
+    tree = move_tree(ws, recipe, store, head)
+    units = row_units(tree, plan.spec, header)
+    at = None  # the point the tree holds now
+    records = {}
+    for point in plan.points:
+        rec = store.record(point)
+        patch_file = store.write_patch(point)
+        todo = [a for a in setups if not _done(rec, a, units)]
+        current = {a.arch for a in setups if rec.get("check", {}).get(a.arch, {}).get("toolchain") == a.tc_id}
+        why = invalid_reason({"check": {k: v for k, v in rec.get("check", {}).items() if k in current}})
+        if why or not todo:
+            print(f"{point.name}: checked earlier: {'invalid: ' + why if why else 'ok'}")
+            records[point.name] = rec
+            continue
+        if at != point.name:
+            tree = move_tree(ws, recipe, store, head)
+            rec["commit"] = apply_point(tree, point, patch_file)
+            # a ref keeps the point's commit from git gc (the measure step may build it)
+            vcs.git(
+                ws.repo,
+                "update-ref",
+                f"refs/patchkit/sweeps/{recipe.name}/{plan.spec.name}/{point.name}",
+                rec["commit"],
+                check=True,
+            )
+            at = point.name
+        for a in todo:
+            res = _compile(a, tree, store, point, units)
+            rec["check"][a.arch] = res.to_dict()
+            store.save(rec)
+            print(
+                f"{point.name}: sm_{a.arch} {'ok' if res.ok else 'INVALID: ' + res.error} "
+                f"({len(units)} units, {res.steps} compiled, {res.seconds:.0f} s)"
+            )
+            if not res.ok:
+                break
+        records[point.name] = rec
+    return records

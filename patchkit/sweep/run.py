@@ -1,0 +1,145 @@
+"""`patchkit sweep` as one function: resolve the start variant, plan the points against its header
+(every input checked before anything is written), compile-check each point, time the valid ones
+with the injected measure callable, and write the outputs from the stored results."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+
+from patchkit import build, series, source, vcs
+from patchkit.options import Context
+from patchkit.sweep import check, output, points, search
+from patchkit.sweep.spec import SweepError, SweepSpec, hint
+from patchkit.sweep.store import Store, plan_json
+from patchkit.workspace import read_json, write_json
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepOptions:
+    check_only: bool = False  # compile checks only (no GPU)
+    jobs: int = 0  # ninja -j (0: ninja's default)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Start:
+    variant: str
+    key: str  # the variant key (patchkit.series.variant_key)
+    head: str  # its commit in the cache repo
+
+
+@dataclass(frozen=True, kw_only=True)
+class Prepared:
+    base: source.BaseInfo
+    start: Start
+    header: str
+    plan: points.Plan
+    archs: tuple[str, ...]
+    store: Store
+
+
+def start_of(ctx: Context, spec: SweepSpec, base: source.BaseInfo) -> Start:
+    """The start variant's key and commit, without touching its worktree (a scratch one when it was
+    never applied, or was applied from other patches)."""
+    variants = {v.name: v for v in series.plan_variants(ctx.recipe, leave_one_out=True)}
+    v = variants.get(spec.start)
+    if v is None:
+        raise SweepError(f"{spec.at('start')}: unknown variant {spec.start!r}{hint(spec.start, variants)}")
+    key = series.variant_key(ctx.recipe, base, v)
+    spath = series.state_path(ctx.ws, ctx.recipe, v)
+    if spath.is_file():
+        st = read_json(spath)
+        if isinstance(st, dict) and st.get("key") == key:
+            head = str(st.get("head", ""))
+            if head and vcs.git(ctx.ws.repo, "cat-file", "-e", f"{head}^{{commit}}").ok:
+                return Start(variant=v.name, key=key, head=head)
+    head, _ = series.series_commits(source.open_cache_repo(ctx.ws), ctx.ws, ctx.recipe, base, v)
+    return Start(variant=v.name, key=key, head=head)
+
+
+def read_header(ctx: Context, spec: SweepSpec, start: Start) -> str:
+    r = vcs.git(ctx.ws.repo, "cat-file", "blob", f"{start.head}:{spec.file}")
+    if not r.ok:
+        raise SweepError(f"{spec.at('file')}: {spec.file}: no such file in variant {start.variant} ({start.head[:12]})")
+    return r.stdout.decode("utf-8", "surrogateescape")
+
+
+def check_archs(ctx: Context, spec: SweepSpec) -> tuple[str, ...]:
+    archs = spec.archs or tuple(a for part in ctx.recipe.build.arch for a in re.split(r"[;,\s]+", part) if a)
+    if not archs:
+        raise SweepError(f"{spec.at('archs')}: no compile-check architecture (and none in the recipe's build.arch)")
+    for a in archs:  # checked now, before anything is written
+        build.options_from(ctx.recipe, backend="cuda", archs=(a,))
+    return archs
+
+
+def prepare(ctx: Context, spec: SweepSpec) -> Prepared:
+    """Everything checked, nothing of the sweep written yet."""
+    base = source.fetch(ctx.recipe.base, ctx.ws, offline=ctx.offline)
+    start = start_of(ctx, spec, base)
+    header = read_header(ctx, spec, start)
+    plan = points.plan(spec, header, start_key=start.key)
+    return Prepared(
+        base=base,
+        start=start,
+        header=header,
+        plan=plan,
+        archs=check_archs(ctx, spec),
+        store=Store.of(ctx.ws, ctx.recipe.name, spec.name),
+    )
+
+
+def plan_record(ctx: Context, p: Prepared, rungs: list[str]) -> dict:
+    return plan_json(
+        p.plan,
+        recipe=ctx.recipe.name,
+        base=p.base.commit,
+        start=asdict(p.start),
+        header=p.header,
+        archs=p.archs,
+        rungs=rungs,
+    )
+
+
+def _old_rungs(store: Store) -> list[str]:
+    if not store.plan_file.is_file():
+        return []
+    old = read_json(store.plan_file)
+    return list(old.get("rungs", [])) if isinstance(old, dict) else []
+
+
+def run_sweep(
+    ctx: Context, spec: SweepSpec, opts: SweepOptions, measure: search.Measure | None = None
+) -> dict[str, str]:
+    """The whole sweep; the paths of its outputs. Without --check-only it needs `measure`."""
+    if not opts.check_only and measure is None:
+        raise SweepError(
+            f"{spec.where}: timing needs a GPU pipeline, which is not wired into `patchkit sweep` yet; "
+            "run with --check-only for the compile checks"
+        )
+    p = prepare(ctx, spec)
+    store = p.store
+    print(
+        f"sweep {spec.name}: {len(p.plan.points)} points ({p.plan.combinations} combinations, "
+        f"{p.plan.excluded} left out by the constraints), start {p.start.variant} ({p.start.head[:12]}), "
+        f"folder {store.root}"
+    )
+    with ctx.ws.lock(store.root):
+        rungs = _old_rungs(store) if opts.check_only else []
+        write_json(store.plan_file, plan_record(ctx, p, rungs))
+        for x in p.plan.points:
+            store.write_patch(x)
+        records = check.check_points(
+            ctx.ws, ctx.recipe, p.plan, store, head=p.start.head, header=p.header, archs=p.archs, jobs=opts.jobs
+        )
+        if not opts.check_only:
+            assert measure is not None
+            valid = [x for x in p.plan.points if not check.invalid_reason(records[x.name])]
+            if not any(x.reference for x in valid):
+                raise SweepError(f"{spec.at('start')}: the starting row does not compile; nothing to time against")
+            rungs = search.search(p.plan, store, valid, measure, spec.strategy)
+            write_json(store.plan_file, plan_record(ctx, p, rungs))
+        files = output.write_outputs(store)
+    for what, path in files.items():
+        print(f"{what}: {path}")
+    return files

@@ -1,0 +1,176 @@
+"""`patchkit sweep --check-only` on the cached base: a small sweep of the (256, 256, 8) ampere row for
+sm_89 with nvcc. Four points: the starting row (+0001's), the seed's 64 threads / occupancy 4 /
+nbatch_fa 32, nbatch_fa 32 with 128 threads (the kernel's own static_asserts stop it; nvcc's first
+error is a zero-sized tile) and 544 threads (the macro's static_assert "bad nthreads"). One
+representative unit per point (units = "one": the row's instance with the fewest declarations,
+ncols1_8-ncols2_1); about 4 minutes on 2 cores, most of it the two valid compiles. A rerun compiles
+nothing. The command runs in this process (TODO(lead): `python -m patchkit sweep` once it is in the
+command table)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from patchkit import vcs
+from patchkit.cli.sweep import Sweep
+from patchkit.errors import PatchkitError
+
+ROOT = Path(__file__).resolve().parents[2]
+NAME = "ci-check"
+SPEC = f"""[sweep]
+name = "{NAME}"
+file = "ggml/src/ggml-cuda/fattn-mma-f16.cuh"
+function = "ggml_cuda_fattn_mma_get_config_ampere"
+row = {{ DKQ = 256, DV = 256, ncols = 8 }}
+params = {{ nthreads = [128, 64], occupancy = [2, 4], nbatch_fa = [64, 32] }}
+constraints = ["nthreads * occupancy == 256", "nthreads == 128 or nbatch_fa == 32"]
+points = [{{ nthreads = 544 }}]
+heatmap = ["nthreads", "nbatch_fa"]
+start = "+0001"
+archs = ["89"]
+units = "one"
+instances = {{ macro = "DECL_FATTN_MMA_F16_CASE", key = {{ ncols = "ncols1 * ncols2" }} }}
+"""
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
+    reason="no nvcc: the sweep's compile check needs the CUDA toolkit",
+)
+
+
+def sweep(*argv: str) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of `patchkit sweep ARGV`, as patchkit.cli.main runs a command."""
+    p = argparse.ArgumentParser(prog="patchkit sweep")
+    Sweep().add_arguments(p)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = Sweep().run(p.parse_args(list(argv)))
+        except PatchkitError as e:
+            print(f"patchkit: error: {e}", file=err)
+            rc = e.exit_code
+    return rc, out.getvalue(), err.getvalue()
+
+
+def snapshot(folder: Path) -> dict[str, tuple[int, bytes]]:
+    return {
+        str(f.relative_to(folder)): (f.stat().st_mtime_ns, f.read_bytes())
+        for f in sorted(folder.rglob("*"))
+        if f.is_file()
+    }
+
+
+def test_bad_input_against_the_real_source_writes_nothing(base, work, tmp_path):
+    folder = work.root / "sweeps" / "seed-fattn"
+    before = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    cases = [
+        (
+            [("occupancy = [2, 4]", "ocupancy = [2, 4]")],
+            "sweep.params.ocupancy: not a column of "
+            "GGML_CUDA_FATTN_MMA_CONFIG_CASE (ggml/src/ggml-cuda/fattn-mma-f16.cuh:26) (did you mean 'occupancy'?)",
+        ),
+        (
+            [("ncols = 8 }", "ncols = 12 }")],
+            "sweep.row: no row DKQ=256, DV=256, ncols=12 in "
+            "ggml_cuda_fattn_mma_get_config_ampere (ggml/src/ggml-cuda/fattn-mma-f16.cuh:38)",
+        ),
+        (
+            [("points = [{ nthreads = 544 }]", "points = [{ Q_in_reg = 0 }]")],
+            "sweep.points[0].Q_in_reg: expected true or false (the row has true), got int 0",
+        ),
+        ([('start = "+0001"', 'start = "+0003"')], "sweep.start: unknown variant '+0003'"),
+        (
+            [('"nthreads == 128 or nbatch_fa == 32"', '"nthreads > 1000"'), ("points = [{ nthreads = 544 }]", "")],
+            "sweep.params: the grid is empty: no point to try (8 of 8 left out by the constraints)",
+        ),
+    ]
+    for edits, message in cases:
+        text = SPEC
+        for old, new in edits:
+            assert old in text
+            text = text.replace(old, new)
+        f = tmp_path / "bad.toml"
+        f.write_text(text)
+        rc, _, err = sweep("--work", str(work.root), "--offline", "--spec", str(f), "--check-only")
+        assert rc == 2 and len(err.strip().splitlines()) == 1, err
+        assert err.startswith(f"patchkit: error: {f}: {message}"), err
+    after = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    assert after == before
+
+
+def test_check_only_sweep_of_the_seed_row_and_its_resume(base, work, tmp_path):
+    store = work.root / "sweeps" / "seed-fattn" / NAME
+    shutil.rmtree(store, ignore_errors=True)  # this test's own folder: the first run must compile
+    spec = tmp_path / "sweep.toml"
+    spec.write_text(SPEC)
+    variant_header = work.root / "variants" / "seed-fattn" / "+0001" / "ggml/src/ggml-cuda/fattn-mma-f16.cuh"
+    variant_before = variant_header.stat().st_mtime_ns if variant_header.is_file() else None
+    builds_before = (
+        sorted(str(p) for p in (work.root / "builds").glob("*/*")) if (work.root / "builds").is_dir() else []
+    )
+
+    t0 = time.monotonic()
+    rc, out, err = sweep("--work", str(work.root), "--offline", "--spec", str(spec), "--check-only", "-j", "2")
+    first = time.monotonic() - t0
+    assert rc == 0, err[-3000:]
+    print(f"first run: {first:.0f} s")
+
+    plan = json.loads((store / "sweep.json").read_text())
+    names = [p["name"] for p in plan["points"]]
+    assert names == [
+        "nthreads128-occupancy2-nbatch_fa64",
+        "nthreads128-occupancy2-nbatch_fa32",
+        "nthreads64-occupancy4-nbatch_fa32",
+        "nthreads544-occupancy2-nbatch_fa64",
+    ]
+    recs = {n: json.loads((store / "points" / f"{n}.json").read_text()) for n in names}
+    unit = "ggml/src/ggml-cuda/template-instances/fattn-mma-f16-instance-ncols1_8-ncols2_1.cu"
+    for n in names:
+        c = recs[n]["check"]["89"]
+        assert c["units"] == [unit] and c["steps"] == 1, (n, c)
+    assert recs[names[0]]["check"]["89"]["ok"] and recs[names[2]]["check"]["89"]["ok"]
+    # the compiler's own first messages
+    assert recs[names[1]]["check"]["89"]["error"] == (
+        'ggml/src/ggml-cuda/fattn-mma-f16.cuh:630: zero-sized variable "KQ_C" is not allowed in device code'
+    )
+    assert recs[names[3]]["check"]["89"]["error"] == (
+        'ggml/src/ggml-cuda/fattn-mma-f16.cuh:69: static assertion failed with "bad nthreads"'
+    )
+    # each point's patch was applied with git am on the start variant's commit
+    start = plan["start"]["head"]
+    assert recs[names[0]]["commit"] == start
+    for n in names[1:]:
+        parent = vcs.git(work.repo, "rev-parse", f"{recs[n]['commit']}^", check=True).text
+        assert parent == start
+    # outputs
+    table = (store / "out" / "sweep.md").read_text()
+    assert "| nthreads64-occupancy4-nbatch_fa32 | yes | - | not timed |" in table
+    section = (store / "out" / "section.md").read_text()
+    assert "Tried 3 points besides the starting row; invalid 2 (" in section and "Not timed" in section
+    assert (store / "out" / "heatmap.png").read_bytes().startswith(b"\x89PNG")
+    assert not (store / "out" / "best.patch").exists()
+    # the variant trees and the normal builds were not touched
+    if variant_before is not None:
+        assert variant_header.stat().st_mtime_ns == variant_before
+    assert sorted(str(p) for p in (work.root / "builds").glob("*/*")) == builds_before
+
+    # a rerun: every point checked earlier, nothing compiled, no record or log rewritten
+    before = {k: v for k, v in snapshot(store).items() if k.startswith(("points/", "logs/", "patches/"))}
+    t0 = time.monotonic()
+    rc, out, err = sweep("--work", str(work.root), "--offline", "--spec", str(spec), "--check-only", "-j", "2")
+    second = time.monotonic() - t0
+    assert rc == 0, err[-3000:]
+    print(f"rerun: {second:.0f} s")
+    assert out.count("checked earlier") == 4, out
+    assert "ninja" not in err
+    after = {k: v for k, v in snapshot(store).items() if k.startswith(("points/", "logs/", "patches/"))}
+    assert after == before
+    assert second < 60
