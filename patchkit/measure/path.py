@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 
 from patchkit import parsers, proc
 from patchkit.errors import ToolNotFound
-from patchkit.measure.tool import Bins, Built, run_parsed
+from patchkit.measure import reuse
+from patchkit.measure.tool import Bins, Built, completed_from_log, run_parsed
 from patchkit.options import RunOptions
 from patchkit.results import Bundle, Status, Step
 
@@ -28,8 +30,12 @@ def run_kernel_path(
     cases: list[str],
     launch_count: int = 40,
     timeout: float = 600,
+    cache: Path | None = None,
 ) -> Step:
+    """The kernels each variant launches for each case (ncu); a (binary, case) profiled before is
+    reused from `cache` (patchkit.measure.reuse) and the step says from which run."""
     t0 = time.monotonic()
+    reused: dict[str, str] = {}
     try:
         if not bundle.replay:
             proc.which("ncu")
@@ -60,17 +66,28 @@ def run_kernel_path(
                 "-p",
                 exact_params_regex(p),
             ]
-            launches = run_parsed(
-                bundle,
-                f"ncu-case{i}-{b.variant}",
-                argv,
-                parsers.parse_ncu_csv,
-                errors,
-                f"{b.variant} case {i}",
-                logs,
-                timeout=timeout,
-                separate_stderr=True,
-            )
+            k = reuse.key(b.key, "ncu", tuple(str(a) for a in argv[:10] + argv[11:])) if cache and b.key else ""
+            hit = reuse.lookup(cache, k) if k else None
+            if hit is not None:  # the same binary profiled the same way in an earlier run: its log, said so
+                log = bundle.raw_log(f"ncu-case{i}-{b.variant}")
+                reuse.copy_into(*hit, log)
+                logs.append(bundle.rel(log))
+                reused[f"{b.variant} case {i}"] = hit[1]
+                launches = parsers.parse_ncu_csv(completed_from_log(log).stdout, str(log))
+            else:
+                launches = run_parsed(
+                    bundle,
+                    f"ncu-case{i}-{b.variant}",
+                    argv,
+                    parsers.parse_ncu_csv,
+                    errors,
+                    f"{b.variant} case {i}",
+                    logs,
+                    timeout=timeout,
+                    separate_stderr=True,
+                )
+                if launches is not None and k:
+                    reuse.store(cache, k, bundle, bundle.path / logs[-1])
             if launches is None:
                 continue
             per[b.variant] = [
@@ -87,7 +104,7 @@ def run_kernel_path(
         reason="; ".join(errors),
         seconds=round(time.monotonic() - t0, 1),
         logs=logs,
-        data={"cases": out_cases, "launch_count": launch_count},
+        data={"cases": out_cases, "launch_count": launch_count, **({"reused_from": reused} if reused else {})},
     )
 
 
@@ -103,7 +120,10 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
         return Step(name=name, status=Status.NOT_RUN, reason="no kernel cases (bench:kernel did not run)")
     if opts.kernel.path_params:
         cases = [c for c in cases if re.search(opts.kernel.path_params, c)]
-    return run_kernel_path(built.bundle, built.measured, backend=opts.device, op=opts.kernel.op, cases=cases)
+    cache = built.ctx.ws.cache / "measure" if opts.reuse else None
+    return run_kernel_path(
+        built.bundle, built.measured, backend=opts.device, op=opts.kernel.op, cases=cases, cache=cache
+    )
 
 
 def inputs(built: Built, opts: RunOptions, name: str) -> dict:
