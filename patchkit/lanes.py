@@ -24,9 +24,9 @@ from patchkit.results import Bundle, Status, Step
 
 
 def _relative(d: dict, root: Path) -> dict:
-    """A build result with its paths relative to the work folder (a moved work folder stays readable)."""
+    """A build result with its binaries' folder relative to the work folder (as the manifests keep it)."""
     out = dict(d)
-    for k in ("bin_dir", "log"):
+    for k in ("bin_dir",):
         if out.get(k) and Path(out[k]).is_absolute() and Path(out[k]).is_relative_to(root):
             out[k] = str(Path(out[k]).relative_to(root))
     return out

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from patchkit import build as build_mod
 from patchkit import parsers, pipeline, publish, replay, report, steps
+from patchkit.cli import executor as cli_executor
 from patchkit.cli.base import (
     Command,
     add_build,
@@ -255,10 +256,13 @@ class Run(Command):
         _kernel_opts(p)
         _decode_opts(p)
         _numerics_opts(p)
+        cli_executor.add_executor(p)
         p.set_defaults(suites=None)
 
     def run(self, args):
         kinds = tuple(k.name for k in steps.STEPS)
+        if cli_executor.distributed(args):  # --executor ray: each target's run on one node, one merged report
+            return cli_executor.run(args, kinds, label=args.label or "run", not_run_ok=True)
         bundle, status = measure(args, kinds, label=args.label or "run", not_run_ok=True)
         report.report_main([bundle.path], "md", bundle.path / "report.md")
         print(f"report: {bundle.path / 'report.md'}")

@@ -97,6 +97,14 @@ class RunView:
         return out
 
 
+def run_label(data: dict[str, Any], env: dict[str, Any]) -> str:
+    """The machine a run measured on; with the Ray executor, prefixed by its target's name."""
+    target = data.get("target")
+    if not target:
+        return gpu_label(env)
+    return f"{target}: {gpu_label(env) if env.get('gpu') or env.get('cpu') else 'not run'}"
+
+
 def gpu_label(env: dict[str, Any]) -> str:
     g = env.get("gpu") or {}
     if g.get("name"):
@@ -116,7 +124,7 @@ def open_runs(bundles: list[Bundle]) -> list[RunView]:
         except ValueError as e:
             raise ReportError(f"{b.path / 'env.json'}: not valid JSON: {e}") from None
         env = env if isinstance(env, dict) else {}
-        runs.append(RunView(bundle=b, env=env, gpu=gpu_label(env)))
+        runs.append(RunView(bundle=b, env=env, gpu=run_label(b.data, env)))
     runs.sort(key=lambda r: (r.gpu, r.run_id))
     ids = [r.run_id for r in runs]
     if len(set(ids)) != len(ids):
