@@ -43,15 +43,31 @@ def spans(results: dict[str, Any]) -> list[Span]:
     return sorted((Span(s.name, s.resource, s.start - zero, s.end - zero) for s in out), key=lambda s: s.start)
 
 
+def _ready(sp: list[Span]):
+    """When each step could really start: a measuring step begun before the builds ended waited for
+    them (the test step takes each variant as it is built)."""
+    builds_end = max((s.end for s in sp if s.name.startswith("build:")), default=None)
+
+    def ready(s: Span) -> float:
+        if builds_end is None or s.name.startswith(("build:", "check:")):
+            return s.start
+        return min(max(s.start, builds_end), s.end)
+
+    return ready
+
+
 def critical_path(sp: list[Span]) -> list[Span]:
-    """From the step that ended last, back through the step each one waited for."""
+    """From the step that ended last, back through the step each one waited for. Every measuring step
+    needs the builds: one that started before they ended (a test step waits for each variant) is
+    taken to have waited for them, so the builds are on the path, not the waiting."""
     if not sp:
         return []
+    ready = _ready(sp)
     path = [max(sp, key=lambda s: s.end)]
     while True:
         cur = path[-1]
-        before = [s for s in sp if s is not cur and s.end <= cur.start + SLACK_S and s not in path]
-        if not before or cur.start < SLACK_S:
+        before = [s for s in sp if s is not cur and s.end <= ready(cur) + SLACK_S and s not in path]
+        if not before or ready(cur) < SLACK_S:
             break
         path.append(max(before, key=lambda s: s.end))
     return list(reversed(path))
@@ -63,15 +79,38 @@ def summary(results: dict[str, Any]) -> dict[str, Any]:
     if not sp:
         return {}
     wall = results.get("timeline", {}).get("wall_s") or max(s.end for s in sp)
+    ready = _ready(sp)  # the test step's wait for the builds is not GPU work; its runs beside them are
     busy = {r: round(sum(s.end - s.start for s in sp if s.resource == r), 1) for r in sorted({s.resource for s in sp})}
+    busy["gpu"] = round(sum(s.end - ready(s) for s in sp if s.resource == "gpu"), 1) if "gpu" in busy else 0
     return {
         "wall_s": round(wall, 1),
         "busy_s": busy,
         "overlap": results.get("timeline", {}).get("overlap"),
-        "critical_path": [
-            {"step": s.name, "resource": s.resource, "seconds": round(s.end - s.start, 1)} for s in critical_path(sp)
-        ],
+        "critical_path": _on_path(critical_path(sp)),
     }
+
+
+def _variant_ticks(ax, results: dict[str, Any], s: Span, y: int) -> None:
+    """Where each variant's build ends inside the build step (its seconds, in order)."""
+    if not s.name.startswith("build:"):
+        return
+    at = s.start
+    for v in results["steps"][s.name].get("data", {}).get("variants", []):
+        if v.get("reused"):
+            continue
+        at += float(v.get("seconds") or 0)
+        ax.plot([at, at], [y - 0.3, y + 0.3], color="white", linewidth=1)
+        ax.text(at - 2, y + 0.22, v["variant"], ha="right", fontsize=6, color="white")
+
+
+def _on_path(path: list[Span]) -> list[dict[str, Any]]:
+    """Each step of the path with the seconds it adds to the wall time (a step that began by waiting
+    for the one before it adds only what follows that one's end)."""
+    out, prev_end = [], 0.0
+    for s in path:
+        out.append({"step": s.name, "resource": s.resource, "seconds": round(s.end - max(s.start, prev_end), 1)})
+        prev_end = s.end
+    return out
 
 
 def png(results: dict[str, Any]) -> bytes | None:
@@ -85,20 +124,33 @@ def png(results: dict[str, Any]) -> bytes | None:
         fig = Figure(figsize=(10, 2.8), dpi=100)
         FigureCanvasAgg(fig)
         ax = fig.add_subplot()
+        ready = _ready(sp)
         for s in sp:
             y = 0 if s.resource == "gpu" else 1
             on_path = s.name in crit
+            r = ready(s)
+            if r > s.start:  # waiting for the builds (a test step runs each variant as soon as it is built)
+                ax.barh(y, r - s.start, left=s.start, height=0.6, color="#fbe3c8", edgecolor="white", linewidth=0.5)
             ax.barh(
                 y,
-                max(s.end - s.start, 0.5),
-                left=s.start,
+                max(s.end - r, 0.5),
+                left=r,
                 height=0.6,
                 color="tab:orange" if y == 0 else "tab:blue",
                 edgecolor="black" if on_path else "white",
                 linewidth=1.5 if on_path else 0.5,
             )
-            if s.end - s.start > 0.05 * end:
-                ax.text(s.start + 0.01 * end, y, s.name, va="center", fontsize=7, color="white")
+            if s.end - r > 0.05 * end:
+                ax.text(r + 0.01 * end, y, s.name, va="center", fontsize=7, color="white")
+            if r > s.start + 0.2 * end:
+                ax.text(
+                    s.start + 0.01 * end,
+                    y,
+                    f"{s.name}: waits for the builds (the first variants are tested beside them)",
+                    va="center",
+                    fontsize=7,
+                )
+            _variant_ticks(ax, results, s, y)
         ax.set_yticks([0, 1], ["GPU", "CPU"])
         ax.set_xlabel("seconds since the run started (outlined: the critical path)")
         ax.set_title(f"run {results.get('run_id', '')}: {summary(results)['wall_s']:.0f} s wall", fontsize=9)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from patchkit import timeline
 from patchkit.report.evidence import Evidence, Hardware
 from patchkit.report.fmt import DASH, Block, bullets, code, details, portable_args, table, text
 from patchkit.report.merge import patch_shas
@@ -25,6 +26,7 @@ def evidence(run: RunView) -> Hardware:
         env_missing=not (run.bundle.path / "env.json").is_file(),
         base={k: b.get(k) for k in BASE_KEYS},
         patches=patch_shas(run),
+        timeline=timeline.summary(run.data) or None,
     )
 
 

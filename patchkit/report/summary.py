@@ -168,8 +168,25 @@ def markdown(ev: Evidence) -> list[Block]:
             )
         )
     out += [text(s) for s in _series(ev, ev.multi)]
+    out += [text(s) for s in _timeline_lines(ev)]
     items = _bullets(ev, ev.multi)
     return out + ([bullets(items)] if items else [])
+
+
+def _timeline_lines(ev: Evidence) -> list[str]:
+    """The wall time of each run and its critical path (runs recorded before the timeline have none)."""
+    out = []
+    for h in ev.hardware:
+        tl = h.timeline
+        if not tl:
+            continue
+        who = f"{h.gpu}: " if ev.multi else ""
+        beside = "builds and compile checks beside the GPU steps" if tl.get("overlap") else "one step after another"
+        path = f" {ARROW} ".join(f"{c['step']} {c['seconds']:.0f} s" for c in tl["critical_path"])
+        b = tl.get("busy_s", {})
+        busy = f"CPU lane {b.get('cpu', 0):.0f} s, GPU lane {b.get('gpu', 0):.0f} s past the builds"
+        out.append(f"{who}Wall time {tl['wall_s']:.0f} s ({busy}; {beside}); critical path: {path} (`timeline.png`).")
+    return out
 
 
 def _variants(m: Any) -> set[str]:
