@@ -50,6 +50,11 @@ class StepKind:
     inputs: Callable[[Built, RunOptions, str], dict]
     reparse: Callable[[Bundle, Step, list[Bins]], Step] | None = None
     imports: ImportSpec | None = None
+    section: str = ""  # its section of the report: a key of patchkit.report.SECTIONS ('' = the name)
+
+    @property
+    def report_section(self) -> str:
+        return self.section or self.name
 
     def owns(self, step_name: str) -> bool:
         """Whether `step_name` (e.g. test:flash_attn) is an instance of this kind."""
