@@ -28,6 +28,7 @@ from pathlib import Path
 from patchkit import proc, vcs
 from patchkit.errors import BuildError, CommandError, ToolNotFound
 from patchkit.parsers.compiler import first_compiler_error
+from patchkit.progress import Progress
 from patchkit.recipe import Recipe
 from patchkit.series import VariantState, checkout_base
 from patchkit.source import BaseInfo, open_cache_repo
@@ -262,28 +263,30 @@ def _manifest(ws: Workspace, result: BuildResult, tc: Toolchain, opts: BuildOpti
 
 
 class _Progress:
-    """A progress bar fed by Ninja's [N/M] lines."""
+    """Ninja's [N/M] lines as a progress bar (patchkit.progress), made at the first such line so that
+    it never shares a line with the echoed command."""
 
     _RE = re.compile(r"^\[(\d+)/(\d+)\]")
 
     def __init__(self, desc: str):
-        from tqdm import tqdm
-
-        self.bar = tqdm(total=0, desc=desc, unit="step", disable=None, leave=False)
+        self.desc = desc
+        self.bar: Progress | None = None
         self.steps = 0
 
     def __call__(self, line: str) -> None:
         m = self._RE.match(line)
-        if m:
-            done, total = int(m.group(1)), int(m.group(2))
-            self.steps = done
-            if self.bar.total != total:
-                self.bar.total = total
-            self.bar.n = done
-            self.bar.refresh()
+        if not m:
+            return
+        done, total = int(m.group(1)), int(m.group(2))
+        if self.bar is None:
+            self.bar = Progress(self.desc, total=total, unit="step", what="Ninja")
+        self.bar.set_total(total)
+        self.bar.update(done - self.steps)
+        self.steps = done
 
     def close(self) -> None:
-        self.bar.close()
+        if self.bar is not None:
+            self.bar.close()
 
 
 def _configure(src: Path, bdir: Path, opts: BuildOptions, tc: Toolchain, log: Path) -> None:

@@ -27,6 +27,11 @@ class Progress:
                 self.bar.set_postfix_str(note, refresh=False)
             self.bar.update(n)
 
+    def set_total(self, total: int) -> None:
+        if self.bar is not None and self.bar.total != total:
+            self.bar.total = total
+            self.bar.refresh()
+
     def note(self, note: str) -> None:
         if self.bar is not None:
             self.bar.set_postfix_str(note)

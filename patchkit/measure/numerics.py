@@ -11,6 +11,7 @@ from patchkit.errors import ParseError
 from patchkit.measure.decode import decode_model
 from patchkit.measure.tool import Bins, Built, run_logged
 from patchkit.options import RunOptions
+from patchkit.progress import Progress
 from patchkit.results import Bundle, Status, Step
 
 # ---------------------------------------------------------------------------------------------
@@ -152,6 +153,8 @@ def run_numerics(
     work.mkdir(exist_ok=True)
     gens: dict[str, dict[tuple[int, int], tuple[str | None, str, str]]] = {}
     logs: list[str] = []
+    n_gen = len(depths) * len(prompts) * len(bins)
+    bar = Progress("numerics", total=n_gen + len(bins), unit="run", what=f"{n_gen} generations, {len(bins)} KL runs")
     for d in depths:
         for pi, prompt in enumerate(prompts):
             text = prompt if d == 0 else long_prompt(d, prompt) + "\n" + prompt
@@ -159,6 +162,7 @@ def run_numerics(
             pf.write_text(text)
             ctx = len(text) + n_predict + 512
             for b in bins:
+                bar.update(1, f"generation d{d} p{pi} {b.variant}")
                 gens.setdefault(b.variant, {})[(d, pi)] = _generate(
                     bundle, b, model, pf, n_predict, ctx, type_k, type_v, f"d{d}-p{pi}", timeout, logs
                 )
@@ -185,6 +189,7 @@ def run_numerics(
             "-ngl",
             "99",
         ]
+        bar.update(1, "KL divergence base")
         done, why, log = _run_whole(
             bundle,
             "kld-base",
@@ -199,6 +204,7 @@ def run_numerics(
             for b in bins:
                 if b is base:
                     continue
+                bar.update(1, f"KL divergence {b.variant}")
                 done, why2, log = _run_whole(
                     bundle,
                     f"kld-{b.variant}",
@@ -226,6 +232,7 @@ def run_numerics(
                 except ParseError as e:
                     kld[b.variant] = {"error": str(e), "log": bundle.rel(log)}
         base_logits.unlink(missing_ok=True)  # large, and derivable
+    bar.close()
     pairs = []
     if base is not None:
         for b in bins:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -108,12 +109,98 @@ def test_run_end_to_end_and_report(cpu_build, work, cli):
         SMALL_TESTS,
         "--params",
         SMALL_PERF,
+        "--kernel-max-rounds",
+        "3",
+        "--measure-same-code",
         "--depths",
         "0,256",
         "--numerics-depths",
         "0",
+        "--n-gen",
+        "8",
+        "--repetitions",
+        "2",
     )
     assert again.stdout.count("done earlier") == 5
+    # resuming it with another test filter is refused in one line, not skipped as done
+    other = cli(
+        "test", "--backend", "cpu", "--work", str(work.root), "--run", run.name, "--filter", "kv=512", check=False
+    )
+    assert other.returncode == 2 and "step test:flash_attn was done with args=" in other.stderr
+    assert len(other.stderr.strip().splitlines()) == 1
+    # upstream's own compare-llama-bench.py reads both databases of this CPU run as they are
+    _upstream_compare(run, work)
+
+
+def _upstream_compare(run: Path, work) -> None:
+    from patchkit import upstreamdb
+
+    script = work.variants("seed-fattn") / "base" / "scripts" / "compare-llama-bench.py"
+    for db, tool in ((upstreamdb.LLAMA_BENCH_DB, []), (upstreamdb.TEST_BACKEND_OPS_DB, ["--tool", "test-backend-ops"])):
+        labels = upstreamdb.read_labels(run / db)
+        by_variant = {v: lab for lab, v in labels.items()}
+        argv = ["python3", str(script), *tool, "-i", str(run / db), "-b", by_variant["base"]]
+        r = subprocess.run([*argv, "-c", by_variant["+0001+0002"]], capture_output=True, text=True, cwd=run)
+        assert r.returncode == 0, r.stderr
+        assert "Speedup" in r.stdout and "|" in r.stdout, r.stdout
+        print(r.stdout)
+
+
+def test_a_step_in_error_makes_run_exit_1_and_the_report_says_so(cpu_build, work, cli):
+    label = "ci-error"
+    for old in work.runs("seed-fattn").glob(f"*-{label}"):
+        shutil.rmtree(old)
+    r = cli(
+        "run",
+        "--backend",
+        "cpu",
+        "--work",
+        str(work.root),
+        "--label",
+        label,
+        "--measure-same-code",
+        "--skip",
+        "test",
+        "--skip",
+        "bench:kernel",
+        "--skip",
+        "numerics",
+        "--model",
+        "/nonexistent/model.gguf",
+        "--depths",
+        "0",
+        check=False,
+    )
+    assert r.returncode == 1, r.stderr
+    assert "bench:decode: error" in r.stdout and "file not found" in r.stdout
+    [run] = list(work.runs("seed-fattn").glob(f"*-{label}"))
+    steps = json.loads((run / "results.json").read_text())["steps"]
+    assert steps["bench:decode"]["status"] == "error" and steps["bench:path"]["status"] == "not_run"
+    assert "file not found" in (run / "report.md").read_text()
+
+
+def test_bad_input_is_refused_before_anything_is_written(cli, tmp_path):
+    work = tmp_path / "w"
+    for argv, words in (
+        (["test", "nosuch"], "no suite 'nosuch' in [suites]"),
+        (["run", "--backend", "cuda", "--arch", "0"], "--arch: '0' is not a CUDA architecture"),
+        (["run", "--skip", "bench-kernel"], "--skip bench-kernel: no such step"),
+    ):
+        r = cli(*argv, "--work", str(work), check=False)
+        assert r.returncode == 2 and words in r.stderr, (argv, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+        assert not (work / "runs").exists() and not (work / "cache" / "sdist").exists(), argv
+    r = cli("run", "--rounds", "-1", "--work", str(work), check=False)
+    assert r.returncode == 2 and "argument --rounds: '-1': expected a whole number of at least 1" in r.stderr
+    r = cli("run", "--depths", "abc", "--work", str(work), check=False)
+    assert r.returncode == 2 and "argument --depths: 'abc': expected comma-separated whole numbers" in r.stderr
+    # an output over patchkit's own state is refused and the file is left as it was
+    run = tmp_path / "h200"
+    shutil.copytree(ROOT / "examples" / "h200", run)
+    before = (run / "results.json").read_bytes()
+    r = cli("report", str(run), "-o", str(run / "results.json"), check=False)
+    assert r.returncode == 2 and "would overwrite results.json" in r.stderr
+    assert (run / "results.json").read_bytes() == before
 
 
 def test_test_command_fails_when_nothing_ran(cpu_build, work, cli):
