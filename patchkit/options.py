@@ -14,7 +14,7 @@ from pathlib import Path
 
 from patchkit.build import BuildOptions, options_from
 from patchkit.errors import OptionError, RecipeError
-from patchkit.recipe import Recipe, load_recipe
+from patchkit.recipe import Profile, Recipe, load_recipe
 from patchkit.recipe import _hint as hint
 from patchkit.workspace import Workspace
 
@@ -166,6 +166,7 @@ def resolve_run(
         if s not in recipe.suites:
             raise RecipeError(f"{recipe.path}: no suite {s!r} in [suites]{hint(s, recipe.suites)}")
     k, d, n = recipe.kernel, recipe.decode, recipe.numerics
+    prof = recipe.profiles.get(build.backend) or Profile()  # the backend's sized selection
     device = "CUDA0" if build.backend == "cuda" else "CPU"
     return RunOptions(
         build=build,
@@ -183,7 +184,7 @@ def resolve_run(
         reuse=not cli.get("no_reuse"),
         test=TestOptions(
             suites=suites,
-            filter=str(cli.get("filter") or ""),
+            filter=str(cli.get("filter") or prof.test_filter),
             jobs=_int(_pick(cli, "test_jobs", environ, 0), "--test-jobs / PATCHKIT_TEST_JOBS"),
             variants=tuple(cli.get("test_variant") or ()),  # type: ignore[arg-type]
         ),
@@ -211,7 +212,7 @@ def resolve_run(
             ),
         ),
         decode=DecodeOptions(
-            depths=tuple(cli.get("depths") or d.depths),  # type: ignore[arg-type]
+            depths=tuple(cli.get("depths") or prof.depths or d.depths),  # type: ignore[arg-type]
             n_prompt=tuple(cli.get("n_prompt") or d.n_prompt),  # type: ignore[arg-type]
             n_gen=tuple(cli.get("n_gen") or d.n_gen),  # type: ignore[arg-type]
             ubatch=tuple(cli.get("ubatch") or d.ubatch),  # type: ignore[arg-type]
@@ -224,7 +225,7 @@ def resolve_run(
             model=str(cli.get("model") or d.model),
         ),
         numerics=NumericsOptions(
-            depths=tuple(cli.get("numerics_depths") or n.depths),  # type: ignore[arg-type]
+            depths=tuple(cli.get("numerics_depths") or prof.numerics_depths or n.depths),  # type: ignore[arg-type]
             prompts=tuple(n.prompts),
             n_predict=n.n_predict,
             kl_ctx=n.kl_ctx,

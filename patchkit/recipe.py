@@ -122,6 +122,16 @@ class Numerics:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Profile:
+    """Defaults for one backend ([profile.cpu], [profile.cuda]): a selection sized for that machine.
+    The command line still wins; what was selected is recorded in each step's arguments."""
+
+    test_filter: str = ""  # test-backend-ops -p for the suites
+    depths: tuple[int, ...] = ()  # bench.decode depths
+    numerics_depths: tuple[int, ...] = ()  # numerics depths
+
+
+@dataclass(frozen=True, kw_only=True)
 class Prose:
     title: str = ""
     overview: str = ""
@@ -145,6 +155,7 @@ class Recipe:
     model: dict[str, object] = field(default_factory=dict)  # synthetic model spec (patchkit.model)
     prose: Prose = field(default_factory=Prose)
     sweep: dict[str, object] = field(default_factory=dict)  # the [sweep] table (patchkit.sweep validates it)
+    profiles: dict[str, Profile] = field(default_factory=dict)  # backend -> its defaults ([profile.cpu])
 
     @property
     def pr_patches(self) -> tuple[Patch, ...]:
@@ -162,7 +173,7 @@ class Recipe:
 # Generic, typed conversion of TOML tables into the dataclasses above.
 
 # Keys in TOML use dashes or underscores; the dataclass fields use underscores.
-_TOP_TABLES = {"recipe", "base", "series", "build", "suites", "bench", "model", "numerics", "prose", "sweep"}
+_TOP_TABLES = {"recipe", "base", "series", "build", "suites", "bench", "model", "numerics", "prose", "sweep", "profile"}
 
 
 def _hint(key: str, allowed: typing.Iterable[str]) -> str:
@@ -303,7 +314,17 @@ def parse_recipe(text: str, file: Path, root: Path | None = None) -> Recipe:
         model=model,
         prose=_convert(data.get("prose", {}), Prose, "prose", file),  # type: ignore[arg-type]
         sweep=_table(data.get("sweep", {}), "sweep", file),
+        profiles=_profiles(data.get("profile", {}), file),
     )
+
+
+def _profiles(value: object, file: Path) -> dict[str, Profile]:
+    if not isinstance(value, dict):
+        raise RecipeError(f"{file}: profile: expected a table ([profile.cpu])")
+    for k in value:
+        if k not in ("cpu", "cuda"):
+            raise RecipeError(f"{file}: unknown key 'profile.{k}'{_hint(k, ['cpu', 'cuda'])}")
+    return {k: _convert(v, Profile, f"profile.{k}", file) for k, v in value.items()}  # type: ignore[misc]
 
 
 def _table(value: object, key: str, file: Path) -> dict:
