@@ -289,7 +289,7 @@ class _Progress:
             self.bar.close()
 
 
-def _configure(src: Path, bdir: Path, opts: BuildOptions, tc: Toolchain, log: Path) -> None:
+def configure(src: Path, bdir: Path, opts: BuildOptions, tc: Toolchain, log: Path) -> None:
     args = [
         "cmake",
         "-S",
@@ -359,7 +359,7 @@ def build_variants(
             t0 = time.monotonic()
             tree = _move_tree(ws, recipe, root, base, state.head)
             bdir = root / "build"
-            _configure(tree, bdir, opts, tc, logs / f"configure-{opts.config}-{state.name}.log")
+            configure(tree, bdir, opts, tc, logs / f"configure-{opts.config}-{state.name}.log")
             log = logs / f"build-{opts.config}-{state.name}.log"
             done_run = _ninja(bdir, list(opts.targets), opts, tc, log, f"build {state.name}")
             steps = sum(1 for ln in done_run.stdout.splitlines() if _Progress._RE.match(ln))
@@ -475,7 +475,7 @@ def check(
             for state in patched:
                 tree = _move_tree(ws, recipe, root, base, state.head)
                 bdir = root / "build"
-                _configure(tree, bdir, one, tc, logs / f"check-configure-{one.config}.log")
+                configure(tree, bdir, one, tc, logs / f"check-configure-{one.config}.log")
                 sources = includers(tree, changed_by[state.name])
                 if one.backend == "cuda":
                     sources = [s for s in sources if s.startswith("ggml/src/ggml-cuda/")]

@@ -28,14 +28,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from patchkit import build, proc, vcs
-from patchkit.errors import ApplyError, BuildError, CommandError
+from patchkit.errors import ApplyError, BuildError
 from patchkit.parsers.compiler import first_compiler_error
 from patchkit.recipe import Recipe
 from patchkit.sweep import table as tbl
 from patchkit.sweep.points import Plan, Point
 from patchkit.sweep.spec import SweepError, SweepSpec, evaluate, expression_names, parse_expression
 from patchkit.sweep.store import Store
-from patchkit.workspace import Workspace, read_json, write_json
+from patchkit.workspace import Workspace
 
 _PTXAS = re.compile(r"^ptxas\s+(?:fatal|error)\s*:\s*(.+)$", re.M)
 _STEP = re.compile(r"^\[\d+/\d+\] Building", re.M)
@@ -159,21 +159,6 @@ def toolchain_id(tc: build.Toolchain) -> str:
     return hashlib.sha256(json.dumps(list(tc.cmake_args)).encode()).hexdigest()
 
 
-def configure(tree: Path, bdir: Path, opts: build.BuildOptions, tc: build.Toolchain, log: Path) -> None:
-    """CMake configure (Ninja), skipped when this folder was configured with the same arguments."""
-    args = ["cmake", "-S", str(tree), "-B", str(bdir), "-G", "Ninja", f"-DCMAKE_BUILD_TYPE={opts.build_type}"]
-    args += [*tc.cmake_args, *opts.cmake_options]
-    stamp = bdir / "patchkit-configure.json"
-    if (bdir / "CMakeCache.txt").is_file() and stamp.is_file() and read_json(stamp) == args:
-        return
-    try:
-        proc.run(args, log=log, env=tc.env)
-    except CommandError:
-        err = first_compiler_error(log.read_text(errors="replace")) if log.is_file() else None
-        raise BuildError(f"sweep: configure failed: {err or 'see log'} (log: {log})") from None
-    write_json(stamp, args)
-
-
 def first_error(block: str, tree: Path) -> str:
     """The first compiler error of one FAILED block (nvcc/gcc/CMake, else ptxas), paths made relative."""
     ptx = _PTXAS.search(block)
@@ -229,7 +214,7 @@ def invalid_reason(rec: dict) -> str:
 
 
 def _compile(a: _Arch, tree: Path, store: Store, point: Point, units: list[str]) -> ArchCheck:
-    configure(tree, a.bdir, a.opts, a.tc, store.logs / f"configure-{a.arch}.log")
+    build.configure(tree, a.bdir, a.opts, a.tc, store.logs / f"configure-{a.arch}.log")
     if a.objs is None:
         a.objs = build.object_targets(a.bdir, units, a.tc.env)
         if not a.objs:
