@@ -1,7 +1,7 @@
 """`bench:path`: the kernels each variant launches per case (Nsight Compute), and whether base's are kept.
 
-Older results.json files store the step as `kernel-path` (RunView.step accepts both names). The report
-still names it SHOWN, as it always has, so that reports of stored runs keep their bytes.
+Older results.json files store the step as `kernel-path` (RunView.step accepts both names); the report
+names it `bench:path`, as everything else does.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from patchkit.report.fmt import (
 from patchkit.report.runview import RunView, ordered
 
 STEP = "bench:path"
-SHOWN = "kernel-path"  # the step's name in the report's text
+SHOWN = "bench:path"  # the step's name in the report's text (one name everywhere)
 
 
 def _run(run: RunView, order: list[str]) -> PathRun:

@@ -1077,7 +1077,7 @@ def test_real_cpu_fixtures_render_their_parsed_numbers(tmp_path):
     nt = section(md, "### Not tested")
     assert "GPUs: no run had a GPU (CPU only); no CUDA kernel was run." in nt
     assert "test-backend-ops backends run: CPU only." in nt  # the -b CUDA0 run ran nothing
-    assert "`kernel-path` on CPU only (AMD EPYC): not run: ncu (Nsight Compute) not available: no GPU" in nt
+    assert "`bench:path` on CPU only (AMD EPYC): not run: ncu (Nsight Compute) not available: no GPU" in nt
     assert "not run: no `numerics` step in this run" in section(md, "### Numerics")
     assert "`0001`: not run: `base` and `+0001` were not both measured" in section(md, "### Per-patch attribution")
     assert "Verdicts: verdicts as the step stored them (same, faster, slower, ambiguous); A/A noise floor" in md
@@ -1102,7 +1102,7 @@ def test_missing_and_not_run_steps_render_not_run(tmp_path):
     (p / "results.json").write_text(json.dumps(data))
     md = render(p)
     assert section(md, "### Kernel timing").strip() == "not run: no FLASH_ATTN_EXT case matched 'x' on CUDA0"
-    assert section(md, "### Kernel path").strip() == "not run: no `kernel-path` step in this run"
+    assert section(md, "### Kernel path").strip() == "not run: no `bench:path` step in this run"
     assert section(md, "### Decode").strip() == "not run: no `bench:decode` step in this run"
     assert section(md, "### Numerics").strip() == "not run: no `numerics` step in this run"
     assert "Compile checks: not run: no `check:*` step in this run" in section(md, "### Builds")
