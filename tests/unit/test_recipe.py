@@ -81,3 +81,9 @@ def test_missing_patch_file_is_named(tmp_path):
 def test_missing_recipe_is_named(tmp_path):
     with pytest.raises(RecipeError, match=r"recipes/nope\.toml: recipe not found"):
         load_recipe("nope", cwd=tmp_path)
+
+
+def test_unknown_key_hint_uses_the_toml_spelling(tmp_path):
+    text = (ROOT / "recipes" / "default.toml").read_text().replace("n-gen = 32", "n-genn = 32")
+    with pytest.raises(RecipeError, match=r"unknown key 'bench\.decode\.n-genn' \(did you mean 'n-gen'\?\)"):
+        parse_recipe(text, tmp_path / "x.toml", root=ROOT)
