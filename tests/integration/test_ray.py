@@ -167,6 +167,8 @@ def _argv(cluster: Cluster, work, label: str, *targets: str) -> list[str]:
         "bench:kernel",
         "--depths",
         "0",
+        "--no-reuse",  # each target runs its tests on its own node (a reused log would finish before a kill)
+        "--measure-same-code",  # the CPU variants compile to base's code: measure them anyway
     ]
 
 
