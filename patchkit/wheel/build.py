@@ -40,6 +40,7 @@ from pathlib import Path
 
 from patchkit import __version__, proc, series, source, vcs
 from patchkit import build as build_mod
+from patchkit.archive import extract_members, extract_subdirs, safe_members
 from patchkit.errors import BuildError, CommandError
 from patchkit.options import Context
 from patchkit.parsers.compiler import first_compiler_error
@@ -147,7 +148,7 @@ def extract_sdist(archive: Path, dest: Path, subdir: str) -> Path:
     except (tarfile.TarError, EOFError, OSError) as e:
         raise BuildError(f"{archive}: cannot read: {e}") from None
     _, keep = source.project_prefixes(names, archive, subdir)
-    return source.extract_subdirs(archive, dest, keep)
+    return extract_subdirs(archive, dest, keep)
 
 
 def vendor_variant(tree: Path, head: str, dest: Path, prune: tuple[str, ...]) -> None:
@@ -172,7 +173,7 @@ def vendor_variant(tree: Path, head: str, dest: Path, prune: tuple[str, ...]) ->
     tmp.mkdir()
     try:
         with tarfile.open(tar_path, "r:") as tar:
-            source.extract_members(tar, source.safe_members(tar, tar_path, ("llama.cpp",)), tmp)
+            extract_members(tar, safe_members(tar, tar_path, ("llama.cpp",)), tmp)
     except (tarfile.TarError, OSError) as e:
         raise BuildError(f"{tar_path}: cannot extract: {e}") from None
     finally:
