@@ -164,7 +164,7 @@ def check_wheel(ws: Workspace, opts: CheckOptions) -> dict:
         argv = [py, "-c", GENERATE, model, str(opts.tokens), str(ngl)]
         r = proc.run(argv, log=log, cwd=tmp, separate_stderr=True, timeout=opts.timeout)
     got = parse_generate_result(r.stdout, str(log))
-    placement = parse_llama_log(log.read_text(errors="replace"))
+    placement = parse_llama_log(proc.read_both(log))  # llama.cpp logs on stderr, kept beside the log
     result = {
         "wheel": whl.name,
         "version": info["version"],

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import series, source
+from patchkit import proc, series, source
 from patchkit.errors import BuildError, FetchError
 from patchkit.wheel import check, info
 from patchkit.workspace import Workspace
@@ -293,7 +293,7 @@ def test_cpu_wheel_installs_and_generates(work, cli, default_recipe, tmp_path):
     assert len(got["tokens"]) == N_GEN and all(0 <= t < check.SMOKE_MODEL["n_vocab"] for t in got["tokens"])
     assert got["flash_attn"] == 1 and got["type_k"] == got["type_v"] == 2  # enabled, GGML_TYPE_Q4_0
     assert got["gpu_layers"] == 0 and got["devices"] == []  # a CPU wheel: no CUDA device in llama.cpp's log
-    assert Path(got["log"]).is_file() and "llama_model_loader" in Path(got["log"]).read_text()
+    assert Path(got["log"]).is_file() and "llama_model_loader" in proc.read_both(Path(got["log"]))  # stderr beside
 
     wi = info.read_wheel_info(whl)
     assert wi["wheel_key"] == got["wheel_key"]
