@@ -127,6 +127,9 @@ class Workspace:
     def runs(self, recipe: str) -> Path:
         return self.root / "runs" / safe_component(recipe, "recipe name")
 
+    def sweeps(self, recipe: str) -> Path:
+        return self.root / "sweeps" / safe_component(recipe, "recipe name")
+
     @contextmanager
     def lock(self, what: Path, *, wait: bool = False) -> Iterator[None]:
         """An exclusive lock on `what` (a folder), held while writing it; a second patchkit fails fast."""
@@ -192,7 +195,7 @@ def take_lock(path: Path, *, wait: bool = False) -> tuple[int | None, str]:
 
 # what patchkit owns in a run folder and in a work folder: an output file never replaces these
 _RUN_OWNED = ("results.json", "env.json", ".lock")
-_WORK_OWNED = ("cache", "variants", "builds", "locks", MARKER)
+_WORK_OWNED = ("cache", "variants", "builds", "sweeps", "locks", MARKER)
 
 
 def refuse_own_state(path: str | os.PathLike, *, what: str = "-o", protect: Iterable[Path] = ()) -> None:

@@ -29,7 +29,7 @@ class Store:
 
     @classmethod
     def of(cls, ws: Workspace, recipe: str, name: str) -> Store:
-        return cls(ws.root / "sweeps" / safe_component(recipe, "recipe name") / safe_component(name, "sweep name"))
+        return cls(ws.sweeps(recipe) / safe_component(name, "sweep name"))
 
     @property
     def plan_file(self) -> Path:
