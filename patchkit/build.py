@@ -313,7 +313,7 @@ def configure(src: Path, bdir: Path, opts: BuildOptions, tc: Toolchain, log: Pat
     write_json(stamp, args)
 
 
-def _ninja(
+def run_ninja(
     bdir: Path, targets: list[str], opts: BuildOptions, tc: Toolchain, log: Path, desc: str, keep_going: bool = False
 ) -> proc.Completed:
     args = ["ninja", "-C", str(bdir)]
@@ -331,7 +331,7 @@ def _ninja(
         progress.close()
 
 
-def _move_tree(ws: Workspace, recipe: Recipe, root: Path, base: BaseInfo, head: str) -> Path:
+def move_tree(ws: Workspace, recipe: Recipe, root: Path, base: BaseInfo, head: str) -> Path:
     tree = root / "tree"
     wt = (
         checkout_base(open_cache_repo(ws), tree, base.commit, recipe.base.prune)
@@ -357,11 +357,11 @@ def build_variants(
                 results.append(done)
                 continue
             t0 = time.monotonic()
-            tree = _move_tree(ws, recipe, root, base, state.head)
+            tree = move_tree(ws, recipe, root, base, state.head)
             bdir = root / "build"
             configure(tree, bdir, opts, tc, logs / f"configure-{opts.config}-{state.name}.log")
             log = logs / f"build-{opts.config}-{state.name}.log"
-            done_run = _ninja(bdir, list(opts.targets), opts, tc, log, f"build {state.name}")
+            done_run = run_ninja(bdir, list(opts.targets), opts, tc, log, f"build {state.name}")
             steps = sum(1 for ln in done_run.stdout.splitlines() if _Progress._RE.match(ln))
             out = bin_dir(ws, recipe, opts, state.name)
             tmp = out.with_name(out.name + ".tmp")
@@ -473,7 +473,7 @@ def check(
         root = ws.builds(recipe.name, f"check-{one.config}")
         with ws.lock(root):
             for state in patched:
-                tree = _move_tree(ws, recipe, root, base, state.head)
+                tree = move_tree(ws, recipe, root, base, state.head)
                 bdir = root / "build"
                 configure(tree, bdir, one, tc, logs / f"check-configure-{one.config}.log")
                 sources = includers(tree, changed_by[state.name])
@@ -492,7 +492,8 @@ def check(
                         )
                     )
                 log = logs / f"check-{one.config}-{state.name}.log"
-                done = _ninja(bdir, list(objs.values()), one, tc, log, f"check {state.name} sm_{arch}", keep_going=True)
+                desc = f"check {state.name} sm_{arch}"
+                done = run_ninja(bdir, list(objs.values()), one, tc, log, desc, keep_going=True)
                 failed = _failed_objects(done.stdout)
                 for src, obj in objs.items():
                     err = next((e for o, e in failed.items() if o.endswith(obj) or obj.endswith(o)), "")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from patchkit.cli.base import Command, add_common, ctx_of, non_negative_int
+from patchkit.cli.base import Command, add_common, ctx_of, non_negative_int, positive_int
+from patchkit.options import build_options
+from patchkit.sweep.gpu import GpuOptions
 from patchkit.sweep.run import SweepOptions, run_sweep
 from patchkit.sweep.spec import STRATEGIES, SweepError, SweepSpec, load_spec, override, parse_sweep
 
@@ -57,11 +59,45 @@ class Sweep(Command):
         p.add_argument(
             "--jobs", "-j", type=non_negative_int, default=0, help="parallel compile jobs (default: ninja's)"
         )
+        p.add_argument(
+            "--lanes",
+            type=positive_int,
+            default=1,
+            help="points compile-checked at once, each in its own worktree with jobs/lanes jobs (default 1)",
+        )
+        p.add_argument(
+            "--build-arch",
+            default=None,
+            metavar="A",
+            help="the GPU's architecture: the measured build (default: the recipe's build.arch / PATCHKIT_ARCH)",
+        )
+        p.add_argument("--test-jobs", type=non_negative_int, default=0, help="test-backend-ops -j of the test suites")
+        p.add_argument(
+            "--confirm-rounds",
+            type=non_negative_int,
+            default=5,
+            help="rounds of the winner's confirmation timing (0: no confirmation; default 5)",
+        )
 
     def run(self, args: argparse.Namespace) -> int:
         ctx = ctx_of(args)
         spec = spec_of(args, ctx.recipe)
-        run_sweep(ctx, spec, SweepOptions(check_only=args.check_only, jobs=args.jobs))
+        gpu = None
+        if not args.check_only:
+            cli = {"arch": [args.build_arch] if args.build_arch else [], "jobs": args.jobs, "backend": "cuda"}
+            bopts = build_options(ctx.recipe, cli)
+            if len(bopts.archs) != 1 or not bopts.archs[0].isdigit():
+                raise SweepError(
+                    f"--build-arch: the measured build needs one GPU architecture, e.g. --build-arch 90 (got "
+                    f"{';'.join(bopts.archs) or 'none'})"
+                )
+            gpu = GpuOptions(
+                opts=bopts,
+                test_jobs=args.test_jobs,
+                min_us=ctx.recipe.kernel.min_us,
+                confirm_rounds=args.confirm_rounds,
+            )
+        run_sweep(ctx, spec, SweepOptions(check_only=args.check_only, jobs=args.jobs, lanes=args.lanes, gpu=gpu))
         return 0
 
 

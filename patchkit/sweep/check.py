@@ -22,8 +22,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import queue
 import re
+import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -128,9 +131,9 @@ def row_units(tree: Path, spec: SweepSpec, header: str) -> list[str]:
 # The sweep's tree and build folders
 
 
-def move_tree(ws: Workspace, recipe: Recipe, store: Store, commit: str) -> Path:
-    """The sweep's worktree at `commit` (made on first use; an interrupted `git am` is aborted)."""
-    tree = store.tree
+def move_tree(ws: Workspace, recipe: Recipe, store: Store, commit: str, tree: Path | None = None) -> Path:
+    """The sweep's worktree (a lane's) at `commit` (made on first use; an interrupted `git am` is aborted)."""
+    tree = store.tree if tree is None else tree
     if not (tree / ".git").exists():
         tree.parent.mkdir(parents=True, exist_ok=True)
         vcs.git(ws.repo, "worktree", "prune")
@@ -242,6 +245,94 @@ def _compile(a: _Arch, tree: Path, store: Store, point: Point, units: list[str])
     )
 
 
+def _setups(recipe: Recipe, store: Store, archs: tuple[str, ...], jobs: int, lane: int, gpu) -> list[_Arch]:
+    out = []
+    for arch in archs:
+        if gpu is not None and arch == gpu.arch:
+            opts = gpu.opts  # the measured build's own options: its objects are the build's
+        else:
+            opts = build.options_from(recipe, backend="cuda", archs=(arch,), jobs=jobs)
+        out.append(_Arch(arch=arch, opts=opts, tc=build.toolchain(opts), bdir=store.build_dir(arch, lane)))
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Keep:
+    """Keep the objects of one arch's compile check: they are the measured build's (same options)."""
+
+    arch: str
+    opts: build.BuildOptions
+
+
+def _keep_objects(a: _Arch, store: Store, point: Point, rec: dict) -> None:
+    """Copy the point's compiled objects out of the lane's build folder, with their sha256."""
+    assert a.objs is not None
+    files = {}
+    for obj in a.objs.values():
+        dst = store.objects(point.name) / obj
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(a.bdir / obj, dst)
+        files[obj] = hashlib.sha256(dst.read_bytes()).hexdigest()
+    rec["objects"] = {"arch": a.arch, "toolchain": a.tc_id, "files": files, "bdir": str(a.bdir)}
+
+
+def objects_kept(store: Store, rec: dict, arch: str, tc_id: str) -> bool:
+    o = rec.get("objects") or {}
+    if o.get("arch") != arch or o.get("toolchain") != tc_id or not o.get("files"):
+        return False
+    return all((store.objects(rec["name"]) / f).is_file() for f in o["files"])
+
+
+@dataclass
+class _Lane:
+    """One compile lane: its own worktree and build folders (points are checked in parallel lanes)."""
+
+    index: int
+    tree: Path
+    setups: list[_Arch]
+    at: str | None = None  # the point the tree holds now
+
+
+def _check_one(ws: Workspace, recipe: Recipe, plan: Plan, store: Store, lane: _Lane, point: Point, **kw) -> dict:
+    head, units, keep = kw["head"], kw["units"], kw["keep"]
+    rec = store.record(point)
+    patch_file = store.write_patch(point)
+    todo = [a for a in lane.setups if not _done(rec, a, units)]
+    kept = [a for a in lane.setups if keep is not None and a.arch == keep.arch]
+    if kept and a_ok(rec, kept[0]) and not objects_kept(store, rec, kept[0].arch, kept[0].tc_id):
+        todo = [kept[0], *[a for a in todo if a is not kept[0]]]  # the objects are needed again
+    current = {a.arch for a in lane.setups if rec.get("check", {}).get(a.arch, {}).get("toolchain") == a.tc_id}
+    why = invalid_reason({"check": {k: v for k, v in rec.get("check", {}).items() if k in current}})
+    if why or not todo:
+        print(f"{point.name}: checked earlier: {'invalid: ' + why if why else 'ok'}")
+        return rec
+    if lane.at != point.name:
+        tree = move_tree(ws, recipe, store, head, lane.tree)
+        rec["commit"] = apply_point(tree, point, patch_file)
+        # a ref keeps the point's commit from git gc (the measure step builds it)
+        ref = f"refs/patchkit/sweeps/{recipe.name}/{plan.spec.name}/{point.name}"
+        vcs.git(ws.repo, "update-ref", ref, rec["commit"], check=True)
+        lane.at = point.name
+    for a in todo:
+        res = _compile(a, lane.tree, store, point, units)
+        rec["check"][a.arch] = res.to_dict()
+        if res.ok and keep is not None and a.arch == keep.arch:
+            _keep_objects(a, store, point, rec)
+        store.save(rec)
+        print(
+            f"{point.name}: sm_{a.arch} {'ok' if res.ok else 'INVALID: ' + res.error} "
+            f"({len(units)} units, {res.steps} compiled, {res.seconds:.0f} s, lane {lane.index})"
+        )
+        if not res.ok:
+            break
+    return rec
+
+
+def a_ok(rec: dict, a: _Arch) -> bool:
+    c = rec.get("check", {}).get(a.arch) or {}
+    return bool(c.get("ok")) and c.get("toolchain") == a.tc_id
+
+
 def check_points(
     ws: Workspace,
     recipe: Recipe,
@@ -252,48 +343,40 @@ def check_points(
     header: str,
     archs: tuple[str, ...],
     jobs: int = 0,
+    lanes: int = 1,
+    keep: Keep | None = None,
 ) -> dict[str, dict]:
     """Compile-check every point for every arch (the reference first); name -> its stored record.
-    An invalid point is not compiled for the remaining archs."""
-    setups = []
-    for arch in archs:
-        opts = build.options_from(recipe, backend="cuda", archs=(arch,), jobs=jobs)
-        setups.append(_Arch(arch=arch, opts=opts, tc=build.toolchain(opts), bdir=store.build_dir(arch)))
-    tree = move_tree(ws, recipe, store, head)
-    units = row_units(tree, plan.spec, header)
-    at = None  # the point the tree holds now
-    records = {}
+    An invalid point is not compiled for the remaining archs. With `lanes` > 1 the points are checked
+    in that many worktrees and build folders at once, each with jobs // lanes compile jobs. With
+    `keep`, the objects of that arch's check are copied to the point's objects/ folder (the measured
+    build links them)."""
+    lanes = max(1, lanes)
+    per_lane = max(1, jobs // lanes) if jobs else 0
+    lane_list = []
+    for k in range(lanes):  # worktrees are made one after the other (git's worktree list)
+        tree = move_tree(ws, recipe, store, head, store.lane_tree(k))
+        lane_list.append(_Lane(index=k, tree=tree, setups=_setups(recipe, store, archs, per_lane, k, keep)))
+    units = row_units(lane_list[0].tree, plan.spec, header)
+    kw = {"head": head, "units": units, "keep": keep}
+    records: dict[str, dict] = {}
+    if lanes == 1:
+        for point in plan.points:
+            records[point.name] = _check_one(ws, recipe, plan, store, lane_list[0], point, **kw)
+        return records
+    todo: queue.SimpleQueue[Point] = queue.SimpleQueue()
     for point in plan.points:
-        rec = store.record(point)
-        patch_file = store.write_patch(point)
-        todo = [a for a in setups if not _done(rec, a, units)]
-        current = {a.arch for a in setups if rec.get("check", {}).get(a.arch, {}).get("toolchain") == a.tc_id}
-        why = invalid_reason({"check": {k: v for k, v in rec.get("check", {}).items() if k in current}})
-        if why or not todo:
-            print(f"{point.name}: checked earlier: {'invalid: ' + why if why else 'ok'}")
-            records[point.name] = rec
-            continue
-        if at != point.name:
-            tree = move_tree(ws, recipe, store, head)
-            rec["commit"] = apply_point(tree, point, patch_file)
-            # a ref keeps the point's commit from git gc (the measure step may build it)
-            vcs.git(
-                ws.repo,
-                "update-ref",
-                f"refs/patchkit/sweeps/{recipe.name}/{plan.spec.name}/{point.name}",
-                rec["commit"],
-                check=True,
-            )
-            at = point.name
-        for a in todo:
-            res = _compile(a, tree, store, point, units)
-            rec["check"][a.arch] = res.to_dict()
-            store.save(rec)
-            print(
-                f"{point.name}: sm_{a.arch} {'ok' if res.ok else 'INVALID: ' + res.error} "
-                f"({len(units)} units, {res.steps} compiled, {res.seconds:.0f} s)"
-            )
-            if not res.ok:
-                break
-        records[point.name] = rec
-    return records
+        todo.put(point)
+
+    def work(lane: _Lane) -> None:
+        while True:
+            try:
+                point = todo.get_nowait()
+            except queue.Empty:
+                return
+            records[point.name] = _check_one(ws, recipe, plan, store, lane, point, **kw)
+
+    with ThreadPoolExecutor(max_workers=lanes) as pool:
+        for f in [pool.submit(work, lane) for lane in lane_list]:
+            f.result()  # an error of one lane is raised here
+    return {p.name: records[p.name] for p in plan.points}

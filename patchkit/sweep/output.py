@@ -23,7 +23,7 @@ from patchkit.sweep.check import invalid_reason
 from patchkit.sweep.search import Compared, Timing, compare
 from patchkit.sweep.store import Store
 from patchkit.sweep.table import format_value
-from patchkit.workspace import write_atomic
+from patchkit.workspace import read_json, write_atomic
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -258,6 +258,56 @@ def section_md(plan: dict, vs: list[View], top: View | None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def floor_md(cases_info: dict, vs: list[View], top: View | None) -> str:
+    """Per case: the time one run would take at the device's peak bandwidth (test-backend-ops'
+    memory_kb per run / peak), and how far the starting row and the best point are from it."""
+    peak, mem = cases_info.get("peak_bw_gbs"), cases_info.get("memory_kb") or {}
+    ref = next((v for v in vs if v.reference and v.timing is not None), None)
+    if not peak or not mem or ref is None:
+        return ""
+    rows = [
+        "| case | bytes per run | floor (us) | start (us) | start / floor | best (us) | best / floor |",
+        "|" + "---|" * 7,
+    ]
+    for i, c in enumerate(_cases(vs)):
+        if c not in mem or not ref.timing.samples.get(c):  # type: ignore[union-attr]
+            continue
+        floor_us = mem[c] * 1024 / (peak * 1e9) * 1e6
+        r = float(np.median(ref.timing.samples[c]))  # type: ignore[union-attr]
+        b = top.timing.samples.get(c) if top is not None and top.timing is not None else None
+        bm = f"{float(np.median(b)):.1f} | {float(np.median(b)) / floor_us:.2f}" if b else "- | -"
+        rows.append(f"| c{i + 1} | {mem[c] * 1024:,} | {floor_us:.1f} | {r:.1f} | {r / floor_us:.2f} | {bm} |")
+    return (
+        f"\n## Distance to the bandwidth floor\n\nPeak DRAM bandwidth {peak:.0f} GB/s (from the device's memory "
+        "clock and bus width); bytes per run as test-backend-ops reports them (memory_kb).\n\n" + "\n".join(rows) + "\n"
+    )
+
+
+def confirm_md(conf: dict) -> str:
+    """The winner's confirmation: full build, full suite, fresh timing (patchkit.sweep.gpu)."""
+
+    def cmp(c: dict | None) -> str:
+        if not c:
+            return "not compared"
+        r = c["ratio"]
+        return f"{r['ratio']:.3f} ({r['ci_low']:.3f}-{r['ci_high']:.3f}), {c['verdict']}"
+
+    b, t = conf["build"], conf["full_suite"]
+    floor = (conf.get("full_vs_start") or {}).get("floor")
+    return (
+        f"\n## Confirmation of {conf['point']}\n\n"
+        f"- Full build of commit {conf['commit'][:12]} in the start variant's build folder: {b['compiled']} objects "
+        f"compiled, {b['seconds']:.0f} s ({b['log']}).\n"
+        f"- Full {'suite'} (`-o` the op, no `-p`): {'ok' if t['ok'] else 'FAILED: ' + t['reason']}, "
+        f"{t.get('n_ok', 0)} cases ok, {t.get('n_fail', 0)} failing ({t.get('log', '')}).\n"
+        f"- Fresh interleaved timing, {conf['rounds']} rounds"
+        + (f", A/A floor {100 * floor:.1f} %" if floor is not None else "")
+        + f": full build vs start {cmp(conf.get('full_vs_start'))}; the sweep's binary vs start "
+        f"{cmp(conf.get('sweep_binary_vs_start'))}; the sweep's binary vs the full build "
+        f"{cmp(conf.get('sweep_binary_vs_full'))}.\n"
+    )
+
+
 def write_outputs(store: Store) -> dict[str, str]:
     """out/sweep.md, heatmap.png, best.patch (when a point is faster) and section.md, from the store."""
     plan = store.load_plan()
@@ -265,8 +315,23 @@ def write_outputs(store: Store) -> dict[str, str]:
     top = best(vs, plan.get("rungs", []))
     store.out.mkdir(parents=True, exist_ok=True)
     files = {"table": store.out / "sweep.md", "section": store.out / "section.md"}
-    write_atomic(files["table"], table_md(plan, vs))
-    write_atomic(files["section"], section_md(plan, vs, top))
+    extra = ""
+    cases_file, conf_file = store.root / "cases.json", store.root / "confirm.json"
+    if cases_file.is_file():
+        extra += floor_md(read_json(cases_file), vs, top)  # type: ignore[arg-type]
+    conf = read_json(conf_file) if conf_file.is_file() else None
+    if isinstance(conf, dict) and top is not None and conf.get("point") == top.name:
+        extra += confirm_md(conf)
+    write_atomic(files["table"], table_md(plan, vs) + extra)
+    write_atomic(
+        files["section"],
+        section_md(plan, vs, top)
+        + (
+            confirm_md(conf).replace("## ", "#### ")
+            if isinstance(conf, dict) and top is not None and conf.get("point") == top.name
+            else ""
+        ),
+    )
     png = heatmap_png(plan, vs)
     heat = store.out / "heatmap.png"
     if png is not None:

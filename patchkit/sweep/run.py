@@ -5,11 +5,13 @@ with the injected measure callable, and write the outputs from the stored result
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import asdict, dataclass
 
 from patchkit import build, series, source, vcs
 from patchkit.options import Context
 from patchkit.sweep import check, output, points, search
+from patchkit.sweep.gpu import Gpu, GpuOptions
 from patchkit.sweep.spec import SweepError, SweepSpec, hint
 from patchkit.sweep.store import Store, plan_json
 from patchkit.workspace import read_json, write_json
@@ -19,6 +21,8 @@ from patchkit.workspace import read_json, write_json
 class SweepOptions:
     check_only: bool = False  # compile checks only (no GPU)
     jobs: int = 0  # ninja -j (0: ninja's default)
+    lanes: int = 1  # points compile-checked at once, each in its own worktree and build folders
+    gpu: GpuOptions | None = None  # the measured build and its test-backend-ops runs (None: --check-only)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,14 +93,14 @@ def prepare(ctx: Context, spec: SweepSpec) -> Prepared:
     )
 
 
-def plan_record(ctx: Context, p: Prepared, rungs: list[str]) -> dict:
+def plan_record(ctx: Context, p: Prepared, rungs: list[str], archs: tuple[str, ...] | None = None) -> dict:
     return plan_json(
         p.plan,
         recipe=ctx.recipe.name,
         base=p.base.commit,
         start=asdict(p.start),
         header=p.header,
-        archs=p.archs,
+        archs=archs or p.archs,
         rungs=rungs,
     )
 
@@ -111,35 +115,92 @@ def _old_rungs(store: Store) -> list[str]:
 def run_sweep(
     ctx: Context, spec: SweepSpec, opts: SweepOptions, measure: search.Measure | None = None
 ) -> dict[str, str]:
-    """The whole sweep; the paths of its outputs. Without --check-only it needs `measure`."""
-    if not opts.check_only and measure is None:
-        raise SweepError(
-            f"{spec.where}: timing needs a GPU pipeline, which is not wired into `patchkit sweep` yet; "
-            "run with --check-only for the compile checks"
-        )
+    """The whole sweep; the paths of its outputs. Without --check-only it times the valid points:
+    with `measure` when given (the search's callable), else on the GPU of `opts.gpu`."""
+    if not opts.check_only and measure is None and opts.gpu is None:
+        raise SweepError(f"{spec.where}: timing needs the measured build's options (or --check-only)")
     p = prepare(ctx, spec)
     store = p.store
+    keep = None
+    if not opts.check_only and opts.gpu is not None and measure is None:
+        keep = check.Keep(arch=opts.gpu.arch, opts=opts.gpu.opts)
+    archs = p.archs if keep is None or keep.arch in p.archs else (*p.archs, keep.arch)
     print(
         f"sweep {spec.name}: {len(p.plan.points)} points ({p.plan.combinations} combinations, "
         f"{p.plan.excluded} left out by the constraints), start {p.start.variant} ({p.start.head[:12]}), "
-        f"folder {store.root}"
+        f"compile checks for {', '.join('sm_' + a for a in archs)}, folder {store.root}"
     )
     with ctx.ws.lock(store.root):
         rungs = _old_rungs(store) if opts.check_only else []
-        write_json(store.plan_file, plan_record(ctx, p, rungs))
+        write_json(store.plan_file, plan_record(ctx, p, rungs, archs))
         for x in p.plan.points:
             store.write_patch(x)
+        t0 = time.monotonic()
         records = check.check_points(
-            ctx.ws, ctx.recipe, p.plan, store, head=p.start.head, header=p.header, archs=p.archs, jobs=opts.jobs
+            ctx.ws,
+            ctx.recipe,
+            p.plan,
+            store,
+            head=p.start.head,
+            header=p.header,
+            archs=archs,
+            jobs=opts.jobs,
+            lanes=opts.lanes,
+            keep=keep,
         )
+        seconds = {"compile checks": round(time.monotonic() - t0, 1)}
         if not opts.check_only:
-            assert measure is not None
+            gpu = None
+            if measure is None:
+                assert opts.gpu is not None
+                gpu = Gpu(
+                    ctx=ctx,
+                    spec=spec,
+                    store=store,
+                    start_head=p.start.head,
+                    start_key=p.start.key,
+                    base=p.base,
+                    g=opts.gpu,
+                )
+                measure = gpu
             valid = [x for x in p.plan.points if not check.invalid_reason(records[x.name])]
             if not any(x.reference for x in valid):
                 raise SweepError(f"{spec.at('start')}: the starting row does not compile; nothing to time against")
             rungs = search.search(p.plan, store, valid, measure, spec.strategy)
-            write_json(store.plan_file, plan_record(ctx, p, rungs))
+            write_json(store.plan_file, plan_record(ctx, p, rungs, archs))
+            if gpu is not None:
+                gpu.write_cases()
+                seconds.update(gpu.seconds)
+                _confirm(store, p, gpu, rungs)
+        _write_seconds(store, seconds, len([x for x in p.plan.points if not check.invalid_reason(store.record(x))]))
         files = output.write_outputs(store)
     for what, path in files.items():
         print(f"{what}: {path}")
     return files
+
+
+def _confirm(store: Store, p: Prepared, gpu: Gpu, rungs: list[str]) -> None:
+    """The best point confirmed without the shortcut (patchkit.sweep.gpu), stored in confirm.json."""
+    plan = store.load_plan()
+    top = output.best(output.views(plan, store.load_records(plan)), rungs)
+    f = store.root / "confirm.json"
+    if top is None or gpu.g.confirm_rounds <= 0:
+        return
+    point = next(x for x in p.plan.points if x.name == top.name)
+    rec = store.record(point)
+    old = read_json(f) if f.is_file() else None
+    if isinstance(old, dict) and old.get("key") == point.key and old.get("start") == p.start.key:
+        print(f"{point.name}: confirmed earlier ({f})")
+        return
+    print(f"{point.name}: the best point; confirming it with a full build, the full suite and a fresh timing")
+    res = gpu.confirm(p.plan.reference, point, rec)
+    write_json(f, {"key": point.key, "start": p.start.key, **res})
+
+
+def _write_seconds(store: Store, seconds: dict[str, float], valid: int) -> None:
+    """The sweep's own step times (the speed goal is read from them)."""
+    f = store.root / "seconds.json"
+    old = read_json(f) if f.is_file() else {}
+    runs = (old.get("runs") if isinstance(old, dict) else None) or []
+    runs.append({"seconds": seconds, "valid_points": valid})
+    write_json(f, {"runs": runs})

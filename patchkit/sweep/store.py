@@ -4,8 +4,11 @@
   points/<point>.json     one point's results, written atomically when each stage finishes:
                           {key, name, values, reference, commit, check: {arch: ...}, timing: {rung: ...}}
   patches/<point>.patch   each point's patch (git am applies it on the start variant)
-  tree/                   the sweep's own worktree of the cache repo, moved point to point
-  build-<arch>/           its CMake build folder per compile-check architecture
+  tree/ tree-<k>/         the sweep's own worktrees of the cache repo (one per compile lane), moved point to point
+  build-<arch>[-<k>]/     their CMake build folders per compile-check architecture
+  objects/<point>/        the objects of the measured arch's check (linked into the point's binary)
+  bin/<point>/            the point's test-backend-ops, linked in the start variant's build folder
+  gpu/                    a run folder: raw logs of the correctness and timing runs
   logs/                   configure and compile logs
   out/                    sweep.md, heatmap.png, best.patch, section.md (made from the stored results)
 
@@ -39,8 +42,20 @@ class Store:
     def tree(self) -> Path:
         return self.root / "tree"
 
-    def build_dir(self, arch: str) -> Path:
-        return self.root / f"build-{safe_component(arch, 'arch')}"
+    def build_dir(self, arch: str, lane: int = 0) -> Path:
+        name = f"build-{safe_component(arch, 'arch')}"
+        return self.root / (f"{name}-{lane}" if lane else name)
+
+    def lane_tree(self, lane: int) -> Path:
+        return self.tree if lane == 0 else self.root / f"tree-{lane}"
+
+    def objects(self, point: str) -> Path:
+        """The kept objects of a point's compile check for the measured build's arch."""
+        return self.root / "objects" / safe_component(point, "point name")
+
+    def bin_dir(self, point: str) -> Path:
+        """The point's linked test-backend-ops (the measured binary)."""
+        return self.root / "bin" / safe_component(point, "point name")
 
     @property
     def logs(self) -> Path:

@@ -3,9 +3,9 @@ sm_89 with nvcc. Four points: the starting row (+0001's), the seed's 64 threads 
 nbatch_fa 32, nbatch_fa 32 with 128 threads (the kernel's own static_asserts stop it; nvcc's first
 error is a zero-sized tile) and 544 threads (the macro's static_assert "bad nthreads"). One
 representative unit per point (units = "one": the row's instance with the fewest declarations,
-ncols1_8-ncols2_1); about 4 minutes on 2 cores, most of it the two valid compiles. A rerun compiles
-nothing. The command runs in this process (TODO(lead): `python -m patchkit sweep` once it is in the
-command table)."""
+ncols1_8-ncols2_1), in two lanes (two worktrees and build folders, one point each at a time); about 4
+minutes on 2 cores, most of it the two valid compiles. A rerun compiles nothing. The command runs in
+this process, as patchkit.cli.main runs it."""
 
 from __future__ import annotations
 
@@ -118,10 +118,14 @@ def test_check_only_sweep_of_the_seed_row_and_its_resume(base, work, tmp_path):
     )
 
     t0 = time.monotonic()
-    rc, out, err = sweep("--work", str(work.root), "--offline", "--spec", str(spec), "--check-only", "-j", "2")
+    argv = ("--work", str(work.root), "--offline", "--spec", str(spec), "--check-only", "-j", "2", "--lanes", "2")
+    rc, out, err = sweep(*argv)
     first = time.monotonic() - t0
     assert rc == 0, err[-3000:]
     print(f"first run: {first:.0f} s")
+    # two lanes, each its own worktree and build folder, checked points at once
+    assert (store / "tree-1" / ".git").is_file() and (store / "build-89-1" / "build.ninja").is_file()
+    assert "lane 0)" in out and "lane 1)" in out, out
 
     plan = json.loads((store / "sweep.json").read_text())
     names = [p["name"] for p in plan["points"]]
