@@ -19,6 +19,7 @@ and toolchain is not compiled again.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -26,6 +27,7 @@ import queue
 import re
 import shutil
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -248,8 +250,8 @@ def _compile(a: _Arch, tree: Path, store: Store, point: Point, units: list[str])
 def _setups(recipe: Recipe, store: Store, archs: tuple[str, ...], jobs: int, lane: int, gpu) -> list[_Arch]:
     out = []
     for arch in archs:
-        if gpu is not None and arch == gpu.arch:
-            opts = gpu.opts  # the measured build's own options: its objects are the build's
+        if gpu is not None and arch == gpu.arch:  # the measured build's own options: its objects are the build's
+            opts = dataclasses.replace(gpu.opts, jobs=jobs or gpu.opts.jobs)
         else:
             opts = build.options_from(recipe, backend="cuda", archs=(arch,), jobs=jobs)
         out.append(_Arch(arch=arch, opts=opts, tc=build.toolchain(opts), bdir=store.build_dir(arch, lane)))
@@ -294,7 +296,7 @@ class _Lane:
 
 
 def _check_one(ws: Workspace, recipe: Recipe, plan: Plan, store: Store, lane: _Lane, point: Point, **kw) -> dict:
-    head, units, keep = kw["head"], kw["units"], kw["keep"]
+    head, units, keep, on_ok = kw["head"], kw["units"], kw["keep"], kw["on_ok"]
     rec = store.record(point)
     patch_file = store.write_patch(point)
     todo = [a for a in lane.setups if not _done(rec, a, units)]
@@ -305,6 +307,8 @@ def _check_one(ws: Workspace, recipe: Recipe, plan: Plan, store: Store, lane: _L
     why = invalid_reason({"check": {k: v for k, v in rec.get("check", {}).items() if k in current}})
     if why or not todo:
         print(f"{point.name}: checked earlier: {'invalid: ' + why if why else 'ok'}")
+        if not why and on_ok is not None:
+            on_ok(point, rec)
         return rec
     if lane.at != point.name:
         tree = move_tree(ws, recipe, store, head, lane.tree)
@@ -325,6 +329,8 @@ def _check_one(ws: Workspace, recipe: Recipe, plan: Plan, store: Store, lane: _L
         )
         if not res.ok:
             break
+    if on_ok is not None and not invalid_reason(rec):
+        on_ok(point, rec)  # every arch checked: the record is not written here any more
     return rec
 
 
@@ -345,12 +351,14 @@ def check_points(
     jobs: int = 0,
     lanes: int = 1,
     keep: Keep | None = None,
+    on_ok: Callable[[Point, dict], None] | None = None,
 ) -> dict[str, dict]:
     """Compile-check every point for every arch (the reference first); name -> its stored record.
     An invalid point is not compiled for the remaining archs. With `lanes` > 1 the points are checked
     in that many worktrees and build folders at once, each with jobs // lanes compile jobs. With
     `keep`, the objects of that arch's check are copied to the point's objects/ folder (the measured
-    build links them)."""
+    build links them). `on_ok(point, record)` is called in the lane as soon as a point is valid for
+    every arch (the measured build links it and runs its correctness subset meanwhile)."""
     lanes = max(1, lanes)
     per_lane = max(1, jobs // lanes) if jobs else 0
     lane_list = []
@@ -358,7 +366,7 @@ def check_points(
         tree = move_tree(ws, recipe, store, head, store.lane_tree(k))
         lane_list.append(_Lane(index=k, tree=tree, setups=_setups(recipe, store, archs, per_lane, k, keep)))
     units = row_units(lane_list[0].tree, plan.spec, header)
-    kw = {"head": head, "units": units, "keep": keep}
+    kw = {"head": head, "units": units, "keep": keep, "on_ok": on_ok}
     records: dict[str, dict] = {}
     if lanes == 1:
         for point in plan.points:

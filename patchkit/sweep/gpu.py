@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import queue
 import re
 import shutil
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -205,12 +207,13 @@ class Gpu:
 
     # --- correctness and timing
 
-    def correct(self, name: str, exe_dir: Path, rec: dict | None, args: tuple[str, ...], what: str) -> tuple[bool, str]:
-        """The test suite `args` on one binary (stored in `rec` by the binary's sha256)."""
+    def correct(self, name: str, exe_dir: Path, rec: dict | None, args: tuple[str, ...], what: str) -> dict:
+        """The test suite `args` on one binary: {status, reason, n_ok, n_fail, log, ...}, stored in
+        `rec` under `what` and found there again by the binary's sha256."""
         sha = _sha(exe_dir / EXE)
         old = (rec or {}).get(what) or {}
         if old.get("binary") == sha and old.get("args") == list(args):
-            return old["status"] == "ok", old.get("reason", "")
+            return old
         t0 = time.monotonic()
         step = tests.run_tests(
             self.run_folder(),
@@ -229,7 +232,7 @@ class Gpu:
             self.store.save(rec)
         self._add(what, t0)
         print(f"{name}: {what} {v['status']} ({entry['n_ok']} ok, {entry['n_fail']} failing, {step.seconds:.0f} s)")
-        return v["status"] == "ok", v["reason"]
+        return entry
 
     def time(self, labeled: list[tuple[str, Path]], rounds: int, tag: str) -> dict[str, Timing]:
         """`rounds` interleaved rounds of test-backend-ops perf over the spec's cases (odd rounds in
@@ -274,6 +277,10 @@ class Gpu:
                 out[label] = Timing(samples=samples[label], logs=tuple(logs[label]))
         return out
 
+    @property
+    def correct_args(self) -> tuple[str, ...]:
+        return ("-o", self.g.op, *(("-p", self.spec.correctness) if self.spec.correctness else ()))
+
     # --- the measure callable
 
     def __call__(self, members: list[Point], rounds: int) -> dict[str, Timing]:
@@ -291,12 +298,11 @@ class Gpu:
                     dirs[p.name] = self.link(p, rec)
                 except BuildError as e:
                     out[p.name] = Timing(ok=False, error=str(e))
-        args = ("-o", self.g.op, *(("-p", self.spec.correctness) if self.spec.correctness else ()))
         for p in members:
             if p.name in dirs:
-                ok, why = self.correct(p.name, dirs[p.name], self.store.record(p), args, "correctness")
-                if not ok:
-                    out[p.name] = Timing(ok=False, error=f"correctness subset: {why}")
+                c = self.correct(p.name, dirs[p.name], self.store.record(p), self.correct_args, "correctness")
+                if c["status"] != "ok":
+                    out[p.name] = Timing(ok=False, error=f"correctness subset: {c['status']}: {c['reason']}")
                     del dirs[p.name]
         if ref.name not in dirs:
             raise SweepError(f"sweep: the starting row fails its correctness subset: {out[ref.name].error}")
@@ -319,7 +325,8 @@ class Gpu:
             _copy_exe(self.bdir / "bin" / EXE, full)
         build_s = round(time.monotonic() - t0, 1)
         compiled = len(_COMPILE.findall(done.stdout))
-        ok, why = self.correct(best.name + ".full", full, None, ("-o", self.g.op), "full-suite")
+        suite = self.correct(best.name + ".full", full, None, ("-o", self.g.op), "full-suite")
+        ok = suite["status"] == "ok"
         shortcut = self.store.bin_dir(best.name)
         labeled = [(ref.name, start_dir), (best.name + ".full", full), (best.name, shortcut)]
         labeled.append((ref.name + AA, start_dir))
@@ -333,12 +340,11 @@ class Gpu:
             cases = sorted(set(full_t.samples) & set(cut_t.samples))
             r = stats.ratio(per_round(full_t.samples, cases, objective), per_round(cut_t.samples, cases, objective))
             same = {"ratio": r.to_dict(), "floor": c_full.floor, "verdict": stats.verdict(r, c_full.floor)}
-        entry = self.suite_entry(best.name + ".full")
         return {
             "point": best.name,
             "commit": rec["commit"],
             "build": {"seconds": build_s, "compiled": compiled, "log": self.store.rel(log)},
-            "full_suite": {"ok": ok, "reason": why, **entry},
+            "full_suite": {"ok": ok, **suite},
             "rounds": self.g.confirm_rounds,
             "timing": {k: v.to_dict() for k, v in t.items()},
             "full_vs_start": _compared(c_full),
@@ -347,16 +353,57 @@ class Gpu:
             "seconds": round(time.monotonic() - t0, 1),
         }
 
-    def suite_entry(self, name: str) -> dict:
-        step = self.run_folder().step("test:full-suite")
-        v = (step.data["variants"].get(name) if step else None) or {}
-        return {"log": v.get("log", ""), "n_ok": v.get("n_ok", 0), "n_fail": v.get("n_fail", 0)}
-
     def write_cases(self) -> None:
         """Per case the bytes one run moves (test-backend-ops' memory_kb) and the device's peak
         bandwidth: the outputs' distance to the bandwidth floor."""
         peak = (self.run_folder().env.get("gpu") or {}).get("peak_bw_gbs")
         write_json(self.store.root / "cases.json", {"peak_bw_gbs": peak, "memory_kb": self.memory_kb})
+
+
+class Ahead:
+    """Links and correctness runs of the points as the compile lanes find them valid: one thread beside
+    the compiles, so that the GPU and the linker work while nvcc does. The measure call finds them
+    done (by manifest and binary sha256); an error here is raised by close()."""
+
+    def __init__(self, gpu: Gpu) -> None:
+        self.gpu = gpu
+        self.q: queue.SimpleQueue[Point | None] = queue.SimpleQueue()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._work, name="sweep-ahead", daemon=True)
+        self.thread.start()
+
+    def put(self, point: Point, rec: dict) -> None:
+        """Called by a compile lane; raises the thread's error, so that the lanes stop at once."""
+        if self.error is not None:
+            raise SweepError(f"sweep: linking and testing the points failed: {self.error}")
+        self.q.put(point)
+
+    def close(self) -> None:
+        self.q.put(None)
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+
+    def _work(self) -> None:
+        g = self.gpu
+        try:
+            with g.ctx.ws.lock(g.root):
+                start_dir = g.start_build()
+                while (p := self.q.get()) is not None:
+                    rec = g.store.record(p)
+                    if p.reference:
+                        d = start_dir
+                    elif check.objects_kept(g.store, rec, g.g.arch, check.toolchain_id(g.tc)):
+                        try:
+                            d = g.link(p, rec)
+                        except BuildError as e:
+                            print(f"{p.name}: {e}")
+                            continue
+                    else:
+                        continue
+                    g.correct(p.name, d, g.store.record(p), g.correct_args, "correctness")
+        except BaseException as e:  # raised again in the caller's thread by close()
+            self.error = e
 
 
 def _compared(c) -> dict | None:

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from patchkit import build, series, source, vcs
 from patchkit.options import Context
 from patchkit.sweep import check, output, points, search
-from patchkit.sweep.gpu import Gpu, GpuOptions
+from patchkit.sweep.gpu import Ahead, Gpu, GpuOptions
 from patchkit.sweep.spec import SweepError, SweepSpec, hint
 from patchkit.sweep.store import Store, plan_json
 from patchkit.workspace import read_json, write_json
@@ -130,48 +130,53 @@ def run_sweep(
         f"{p.plan.excluded} left out by the constraints), start {p.start.variant} ({p.start.head[:12]}), "
         f"compile checks for {', '.join('sm_' + a for a in archs)}, folder {store.root}"
     )
+    gpu = None
+    if keep is not None:
+        assert opts.gpu is not None
+        gpu = Gpu(
+            ctx=ctx, spec=spec, store=store, start_head=p.start.head, start_key=p.start.key, base=p.base, g=opts.gpu
+        )
     with ctx.ws.lock(store.root):
         rungs = _old_rungs(store) if opts.check_only else []
         write_json(store.plan_file, plan_record(ctx, p, rungs, archs))
         for x in p.plan.points:
             store.write_patch(x)
         t0 = time.monotonic()
-        records = check.check_points(
-            ctx.ws,
-            ctx.recipe,
-            p.plan,
-            store,
-            head=p.start.head,
-            header=p.header,
-            archs=archs,
-            jobs=opts.jobs,
-            lanes=opts.lanes,
-            keep=keep,
-        )
-        seconds = {"compile checks": round(time.monotonic() - t0, 1)}
+        ahead = Ahead(gpu) if gpu is not None else None
+        try:
+            records = check.check_points(
+                ctx.ws,
+                ctx.recipe,
+                p.plan,
+                store,
+                head=p.start.head,
+                header=p.header,
+                archs=archs,
+                jobs=opts.jobs,
+                lanes=opts.lanes,
+                keep=keep,
+                on_ok=ahead.put if ahead is not None else None,
+            )
+        finally:
+            if ahead is not None:
+                ahead.close()
+        seconds = {"compile checks (links and correctness beside)": round(time.monotonic() - t0, 1)}
         if not opts.check_only:
-            gpu = None
-            if measure is None:
-                assert opts.gpu is not None
-                gpu = Gpu(
-                    ctx=ctx,
-                    spec=spec,
-                    store=store,
-                    start_head=p.start.head,
-                    start_key=p.start.key,
-                    base=p.base,
-                    g=opts.gpu,
-                )
-                measure = gpu
+            measure = measure or gpu
+            assert measure is not None
             valid = [x for x in p.plan.points if not check.invalid_reason(records[x.name])]
             if not any(x.reference for x in valid):
                 raise SweepError(f"{spec.at('start')}: the starting row does not compile; nothing to time against")
+            t1 = time.monotonic()
             rungs = search.search(p.plan, store, valid, measure, spec.strategy)
+            seconds["search (timing rungs)"] = round(time.monotonic() - t1, 1)
             write_json(store.plan_file, plan_record(ctx, p, rungs, archs))
             if gpu is not None:
                 gpu.write_cases()
-                seconds.update(gpu.seconds)
+                seconds.update({f"of which {k}": v for k, v in gpu.seconds.items()})
+                t2 = time.monotonic()
                 _confirm(store, p, gpu, rungs)
+                seconds["confirmation"] = round(time.monotonic() - t2, 1)
         _write_seconds(store, seconds, len([x for x in p.plan.points if not check.invalid_reason(store.record(x))]))
         files = output.write_outputs(store)
     for what, path in files.items():
@@ -202,5 +207,9 @@ def _write_seconds(store: Store, seconds: dict[str, float], valid: int) -> None:
     f = store.root / "seconds.json"
     old = read_json(f) if f.is_file() else {}
     runs = (old.get("runs") if isinstance(old, dict) else None) or []
-    runs.append({"seconds": seconds, "valid_points": valid})
+    total = sum(v for k, v in seconds.items() if not k.startswith("of which") and k != "confirmation")
+    per = round(total / valid, 1) if valid else None
+    runs.append({"seconds": seconds, "valid_points": valid, "sweep_s": round(total, 1), "per_valid_point_s": per})
     write_json(f, {"runs": runs})
+    parts = ", ".join(f"{k} {v:.0f} s" for k, v in seconds.items())
+    print(f"sweep: {total:.0f} s for {valid} valid points ({per} s per valid point; {parts})")
