@@ -27,7 +27,7 @@ from pathlib import Path
 
 from patchkit import proc, vcs
 from patchkit.errors import BuildError, CommandError, ToolNotFound
-from patchkit.parsers.compiler import first_compiler_error
+from patchkit.parsers.compiler import first_compiler_error, ninja_failures
 from patchkit.progress import Progress
 from patchkit.recipe import Recipe
 from patchkit.series import VariantState, checkout_base
@@ -450,10 +450,8 @@ class CheckItem:
 def _failed_objects(log_text: str) -> dict[str, str]:
     """Ninja's FAILED: <obj> blocks -> the first compiler error inside each."""
     out: dict[str, str] = {}
-    blocks = re.split(r"^FAILED: ", log_text, flags=re.M)
-    for b in blocks[1:]:
-        head, _, rest = b.partition("\n")
-        obj = head.split()[0] if head.split() else head
+    for obj, block in ninja_failures(log_text).items():
+        rest = block.partition("\n")[2]
         out[obj] = first_compiler_error(rest) or rest.strip().splitlines()[0] if rest.strip() else "failed"
     return out
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from patchkit import env
 from patchkit.cli.base import Command, add_common, ctx_of, non_negative_int, positive_int
 from patchkit.options import build_options
 from patchkit.sweep.gpu import GpuOptions
@@ -84,6 +85,11 @@ class Sweep(Command):
         spec = spec_of(args, ctx.recipe)
         gpu = None
         if not args.check_only:
+            if not env.cuda_devices():  # checked before anything is fetched or written
+                raise SweepError(
+                    "patchkit sweep: no CUDA device here (the driver reports none): timing the points needs the "
+                    "GPU; run with --check-only for the compile checks"
+                )
             cli = {"arch": [args.build_arch] if args.build_arch else [], "jobs": args.jobs, "backend": "cuda"}
             bopts = build_options(ctx.recipe, cli)
             if len(bopts.archs) != 1 or not bopts.archs[0].isdigit():

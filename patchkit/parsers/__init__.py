@@ -15,7 +15,7 @@ as passed.
 from __future__ import annotations
 
 from patchkit.parsers.common import strip_interleaved_logs
-from patchkit.parsers.compiler import first_compiler_error
+from patchkit.parsers.compiler import first_compiler_error, ninja_failures
 from patchkit.parsers.completion import completion_finished, parse_kld, prompt_tokens
 from patchkit.parsers.llama_bench import parse_llama_bench_json, parse_llama_bench_jsonl
 from patchkit.parsers.ncu import parse_ncu_csv, summarize_kernels
@@ -54,6 +54,7 @@ __all__ = [
     "completion_finished",
     "conflict_files",
     "first_compiler_error",
+    "ninja_failures",
     "parse_hunks",
     "parse_kld",
     "parse_llama_bench_json",

@@ -7,6 +7,20 @@ import re
 _GCC_ERR = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:\d+:)? (?:fatal )?error: (?P<msg>.*)$")
 _NVCC_ERR = re.compile(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\): (?:catastrophic )?error: (?P<msg>.*)$")
 _CMAKE_ERR = re.compile(r"^CMake Error(?: at (?P<file>[^:]+):(?P<line>\d+))?.*")
+# Ninja 1.11 writes `FAILED: <outputs>`, Ninja 1.12 `FAILED: [code=N] <outputs>`
+_NINJA_FAILED = re.compile(r"^FAILED: (?:\[code=-?\d+\] )?", re.M)
+
+
+def ninja_failures(log_text: str) -> dict[str, str]:
+    """Ninja's FAILED blocks of a build log: the first output of each failed edge -> the block's text
+    (its FAILED line, the command, and what the command printed, up to the next FAILED line)."""
+    out: dict[str, str] = {}
+    starts = list(_NINJA_FAILED.finditer(log_text))
+    for i, m in enumerate(starts):
+        block = log_text[m.start() : starts[i + 1].start() if i + 1 < len(starts) else len(log_text)]
+        head = log_text[m.end() :].split("\n", 1)[0].split()
+        out.setdefault(head[0] if head else "", block)
+    return out
 
 
 def first_compiler_error(log_text: str) -> str | None:

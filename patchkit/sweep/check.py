@@ -34,7 +34,7 @@ from pathlib import Path
 
 from patchkit import build, proc, vcs
 from patchkit.errors import ApplyError, BuildError
-from patchkit.parsers.compiler import first_compiler_error
+from patchkit.parsers.compiler import first_compiler_error, ninja_failures
 from patchkit.recipe import Recipe
 from patchkit.sweep import table as tbl
 from patchkit.sweep.points import Plan, Point
@@ -179,11 +179,44 @@ def first_error(block: str, tree: Path) -> str:
 
 def failed_objects(log_text: str, tree: Path) -> dict[str, str]:
     """Ninja's `FAILED: <object>` blocks -> the first error in each."""
-    out = {}
-    for b in re.split(r"^FAILED: ", log_text, flags=re.M)[1:]:
-        head = b.split("\n", 1)[0].split()
-        out[head[0] if head else ""] = first_error(b, tree)
-    return out
+    return {obj: first_error(block, tree) for obj, block in ninja_failures(log_text).items()}
+
+
+_TREE = re.compile(r"(/\S*?)/ggml/src/")
+
+
+def reparse_check(store: Store, check: dict) -> bool:
+    """Re-derive a failed check's errors from its stored log with today's parser (a rerun heals a
+    record an older parser got wrong); whether the record changed. The tree the log names is read
+    from the log itself (it may be another machine's)."""
+    log = store.root / check.get("log", "")
+    if check.get("ok") or not check.get("log") or not log.is_file():
+        return False
+    text = log.read_text(encoding="utf-8", errors="replace")
+    m = _TREE.search(text)
+    by_obj = failed_objects(text, Path(m.group(1)) if m else store.tree)
+    failed = {}
+    for u in check.get("units", []):
+        for obj, e in by_obj.items():
+            if os.path.basename(obj) == os.path.basename(u) + ".o":
+                failed[u] = e
+    error = next(iter(failed.values()), "") or check.get("error", "")
+    if failed == check.get("failed") and error == check.get("error"):
+        return False
+    check.update(failed=failed, error=error)
+    return True
+
+
+def reparse_checks(store: Store) -> int:
+    """reparse_check on every stored point of the sweep folder; how many records changed."""
+    n = 0
+    for f in sorted((store.root / "points").glob("*.json")):
+        rec = json.loads(f.read_text())
+        changed = [reparse_check(store, c) for c in rec.get("check", {}).values()]  # every one, no short cut
+        if any(changed):
+            store.save(rec)
+            n += 1
+    return n
 
 
 # ---------------------------------------------------------------------------------------------

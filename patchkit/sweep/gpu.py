@@ -354,10 +354,12 @@ class Gpu:
         }
 
     def write_cases(self) -> None:
-        """Per case the bytes one run moves (test-backend-ops' memory_kb) and the device's peak
-        bandwidth: the outputs' distance to the bandwidth floor."""
+        """The device's peak bandwidth and the op (the outputs' distance to the bandwidth floor), and
+        test-backend-ops' memory_kb per case as it printed it (kept, not used: it counts whole
+        tensors, the parents of views included, not the bytes the op moves)."""
         peak = (self.run_folder().env.get("gpu") or {}).get("peak_bw_gbs")
-        write_json(self.store.root / "cases.json", {"peak_bw_gbs": peak, "memory_kb": self.memory_kb})
+        data = {"peak_bw_gbs": peak, "op": self.g.op, "memory_kb": self.memory_kb}
+        write_json(self.store.root / "cases.json", data)
 
 
 class Ahead:

@@ -19,6 +19,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from patchkit import stats
 from patchkit.sweep.check import invalid_reason
 from patchkit.sweep.search import Compared, Timing, compare
 from patchkit.sweep.store import Store
@@ -259,27 +260,30 @@ def section_md(plan: dict, vs: list[View], top: View | None) -> str:
 
 
 def floor_md(cases_info: dict, vs: list[View], top: View | None) -> str:
-    """Per case: the time one run would take at the device's peak bandwidth (test-backend-ops'
-    memory_kb per run / peak), and how far the starting row and the best point are from it."""
-    peak, mem = cases_info.get("peak_bw_gbs"), cases_info.get("memory_kb") or {}
+    """Per case: the time one run would take at the device's peak DRAM bandwidth, moving the bytes
+    the op must move at least once (patchkit.stats.op_bytes), and how far the starting row and the
+    best point are from it."""
+    peak, op = cases_info.get("peak_bw_gbs"), cases_info.get("op", "")
     ref = next((v for v in vs if v.reference and v.timing is not None), None)
-    if not peak or not mem or ref is None:
+    if not peak or ref is None or ref.timing is None:
         return ""
-    rows = [
-        "| case | bytes per run | floor (us) | start (us) | start / floor | best (us) | best / floor |",
-        "|" + "---|" * 7,
-    ]
+    head = "| case | bytes per run | floor (us) | start (us) | start / floor | best (us) | best / floor |"
+    rows = [head, "|" + "---|" * 7]
     for i, c in enumerate(_cases(vs)):
-        if c not in mem or not ref.timing.samples.get(c):  # type: ignore[union-attr]
+        nbytes = stats.op_bytes(op, c)
+        if not nbytes or not ref.timing.samples.get(c):
             continue
-        floor_us = mem[c] * 1024 / (peak * 1e9) * 1e6
-        r = float(np.median(ref.timing.samples[c]))  # type: ignore[union-attr]
+        floor_us = nbytes / (peak * 1e9) * 1e6
+        r = float(np.median(ref.timing.samples[c]))
         b = top.timing.samples.get(c) if top is not None and top.timing is not None else None
         bm = f"{float(np.median(b)):.1f} | {float(np.median(b)) / floor_us:.2f}" if b else "- | -"
-        rows.append(f"| c{i + 1} | {mem[c] * 1024:,} | {floor_us:.1f} | {r:.1f} | {r / floor_us:.2f} | {bm} |")
+        rows.append(f"| c{i + 1} | {nbytes:,.0f} | {floor_us:.1f} | {r:.1f} | {r / floor_us:.2f} | {bm} |")
+    if len(rows) == 2:
+        return ""
     return (
-        f"\n## Distance to the bandwidth floor\n\nPeak DRAM bandwidth {peak:.0f} GB/s (from the device's memory "
-        "clock and bus width); bytes per run as test-backend-ops reports them (memory_kb).\n\n" + "\n".join(rows) + "\n"
+        f"\n## Distance to the bandwidth floor\n\nPeak DRAM bandwidth {peak:.0f} GB/s (the device's memory clock "
+        "and bus width); bytes per run: K and V at their type, Q, the mask and the output, each once "
+        "(patchkit.stats.op_bytes). Medians of the deepest rung each point reached.\n\n" + "\n".join(rows) + "\n"
     )
 
 

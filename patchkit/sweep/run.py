@@ -141,6 +141,8 @@ def run_sweep(
         write_json(store.plan_file, plan_record(ctx, p, rungs, archs))
         for x in p.plan.points:
             store.write_patch(x)
+        if store.root.joinpath("points").is_dir() and check.reparse_checks(store):
+            print("stored compile errors re-derived from their logs")
         t0 = time.monotonic()
         ahead = Ahead(gpu) if gpu is not None else None
         try:
