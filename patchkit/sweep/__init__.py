@@ -4,8 +4,10 @@ FA MMA config of ggml_cuda_fattn_mma_get_config_ampere), cheapest test first per
   spec.py    the [sweep] table: SweepSpec, parse_sweep, load_spec, override; safe constraint expressions
   table.py   the header's config table: columns from the macro, rows of a function, one row rewritten
   points.py  the points (grid, explicit points, the reference) with deterministic patches and keys
-  check.py   the compile check of each point, for every arch, in the sweep's own tree and build folders
-  search.py  timing over an injected measure callable: the full grid or successive halving
+  check.py   the compile check of each point, for every arch, in the sweep's own trees and build folders (lanes)
+  search.py  timing over a measure callable: the full grid or successive halving
+  gpu.py     the measure callable on the GPU: each point linked from its own objects, correctness,
+             interleaved timing with an A/A copy, the winner confirmed by a full build
   store.py   the sweep folder <work>/sweeps/<recipe>/<name>/ and each point's stored result
   output.py  the table, heatmap, best patch and report section, from the stored results only
   run.py     run_sweep(ctx, spec, opts, measure): the whole sweep

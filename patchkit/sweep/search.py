@@ -1,7 +1,7 @@
 """Timing the valid points against the starting row: the full grid, or successive halving.
 
-The GPU part is a callable the caller injects (the lead plugs in the real pipeline: build the
-point, run the correctness subset, then interleaved test-backend-ops perf rounds):
+The GPU part is a callable (patchkit.sweep.gpu.Gpu: link the point, run its correctness subset,
+then interleaved test-backend-ops perf rounds; a test may inject its own):
 
     measure(points: list[Point], rounds: int) -> dict[str, Timing]
 
