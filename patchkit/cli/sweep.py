@@ -84,18 +84,18 @@ class Sweep(Command):
         ctx = ctx_of(args)
         spec = spec_of(args, ctx.recipe)
         gpu = None
-        if not args.check_only:
-            if not env.cuda_devices():  # checked before anything is fetched or written
-                raise SweepError(
-                    "patchkit sweep: no CUDA device here (the driver reports none): timing the points needs the "
-                    "GPU; run with --check-only for the compile checks"
-                )
+        if not args.check_only:  # both checked before anything is fetched or written
             cli = {"arch": [args.build_arch] if args.build_arch else [], "jobs": args.jobs, "backend": "cuda"}
             bopts = build_options(ctx.recipe, cli)
             if len(bopts.archs) != 1 or not bopts.archs[0].isdigit():
                 raise SweepError(
                     f"--build-arch: the measured build needs one GPU architecture, e.g. --build-arch 90 (got "
                     f"{';'.join(bopts.archs) or 'none'})"
+                )
+            if not env.cuda_devices():
+                raise SweepError(
+                    "patchkit sweep: no CUDA device here (the driver reports none): timing the points needs the "
+                    "GPU; run with --check-only for the compile checks"
                 )
             gpu = GpuOptions(
                 opts=bopts,

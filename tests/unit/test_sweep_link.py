@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from patchkit import build
+from patchkit.errors import BuildError
 from patchkit.sweep import gpu as gpu_mod
 from patchkit.sweep.points import Point
 from patchkit.sweep.spec import SweepError
@@ -125,3 +126,13 @@ def test_a_lane_built_with_other_options_is_refused(tmp_path):
     with pytest.raises(SweepError, match="compiled with other options"):
         g.link(point, rec)
     assert not g.marker.exists() and not g.store.bin_dir("p5").exists()
+
+
+def test_a_link_that_would_compile_fails_the_point_and_leaves_the_start(tmp_path):
+    g, point, rec, root = _setup(tmp_path)
+    start_obj = (root / "build" / OBJ).read_bytes()
+    (root / "tree" / "b.c").write_text('#include "other.h"\nint b(void) { return 3; }\n')  # not built
+    with pytest.raises(BuildError, match="linking recompiled 1 objects"):
+        g.link(point, rec)
+    assert (root / "build" / OBJ).read_bytes() == start_obj and not g.marker.exists()
+    assert not g.store.bin_dir("p5").exists()

@@ -138,6 +138,11 @@ def test_timing_without_a_measure_pipeline_is_refused_before_anything_is_written
         ["-r", str(ROOT / "recipes" / "default.toml"), "--work", str(work), "--spec", str(spec_file(tmp_path, GOOD))]
     )
     assert rc == 2 and "run with --check-only" in err and not work.exists()
+    base_args = ["-r", str(ROOT / "recipes" / "default.toml"), "--work", str(work)]
+    for arch in ("native", "89;90"):
+        rc, err = sweep_cli([*base_args, "--spec", str(spec_file(tmp_path, GOOD)), "--build-arch", arch])
+        assert rc == 2 and "--build-arch: the measured build needs one GPU architecture" in err and arch in err, err
+        assert not work.exists()
 
 
 def test_good_spec_parses(tmp_path):
