@@ -298,6 +298,13 @@ class Report(Command):
         p.add_argument("--format", choices=("md", "json"), default="md", help="markdown (default) or the evidence JSON")
         p.add_argument("-o", "--output", default=None, help="write here instead of standard output")
         p.add_argument("--force", action="store_true", help="merge runs even where fingerprints differ")
+        p.add_argument(
+            "--sweep",
+            action="append",
+            default=[],
+            metavar="FOLDER",
+            help="add the 'Parameter sweep' section of this sweep folder (repeatable; markdown only)",
+        )
 
     def run(self, args):
         paths = [Path(p) for p in args.runs]
@@ -307,7 +314,8 @@ class Report(Command):
         out = Path(args.output) if args.output else None
         if out is not None:
             refuse_own_state(out, protect=_recipe_files(args))
-        return report.report_main(paths, args.format, out, force=args.force)
+        sweeps = tuple(Path(p) for p in args.sweep)
+        return report.report_main(paths, args.format, out, force=args.force, sweeps=sweeps)
 
 
 def _recipe_files(args: argparse.Namespace) -> list[Path]:

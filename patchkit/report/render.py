@@ -11,6 +11,7 @@ import patchkit.report.hardware as hardware
 import patchkit.report.not_tested as not_tested
 import patchkit.report.plot as plot
 import patchkit.report.summary as summary
+import patchkit.report.sweep as sweep
 from patchkit.errors import ReportError, ResultsError
 from patchkit.report.collect import evidence
 from patchkit.report.evidence import Evidence
@@ -51,7 +52,7 @@ def footer(ev: Evidence) -> list[str]:
     return [ascii_text(x) for x in out]
 
 
-def render_markdown(ev: Evidence) -> str:
+def render_markdown(ev: Evidence, sweeps: tuple[Path, ...] = ()) -> str:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
         undefined=jinja2.StrictUndefined,
@@ -67,7 +68,7 @@ def render_markdown(ev: Evidence) -> str:
         ai_disclosure=indent_rest(reflow(p.ai_disclosure)) or NOT_PROVIDED,
         extra=additional(ev),
         not_provided=NOT_PROVIDED,
-        s=blocks(ev),
+        s={**blocks(ev), "sweep": ascii_blocks(sweep.markdown(list(sweeps)))},
         footer=footer(ev),
         gpus=[r.gpu for r in ev.runs],
         multi=ev.multi,
@@ -79,9 +80,17 @@ def decode_png(ev: Evidence) -> bytes | None:
     return plot.decode_png(series) if series else None
 
 
-def render(bundles: list[Bundle], fmt: str = "md", out_dir: Path | None = None, *, force: bool = False) -> str:
+def render(
+    bundles: list[Bundle],
+    fmt: str = "md",
+    out_dir: Path | None = None,
+    *,
+    force: bool = False,
+    sweeps: tuple[Path, ...] = (),
+) -> str:
     """The report as text (fmt 'md' or 'json'). With out_dir, the decode plot is written there as
-    decode.png (atomically) and linked from the markdown; without, no plot is written or linked."""
+    decode.png (atomically) and linked from the markdown; without, no plot is written or linked.
+    `sweeps`: sweep folders whose "Parameter sweep" section the markdown gets (not the JSON)."""
     if fmt not in FORMATS:
         raise ReportError(f"unknown report format {fmt!r} (md or json)")
     ev = evidence(bundles, force=force)
@@ -90,10 +99,17 @@ def render(bundles: list[Bundle], fmt: str = "md", out_dir: Path | None = None, 
         if png is not None:
             write_atomic(Path(out_dir) / PLOT_FILE, png)
             ev.plot = PLOT_FILE
-    return ev.to_json() if fmt == "json" else render_markdown(ev)
+    return ev.to_json() if fmt == "json" else render_markdown(ev, sweeps)
 
 
-def report_main(run_paths: list[Path], fmt: str = "md", out: Path | None = None, *, force: bool = False) -> int:
+def report_main(
+    run_paths: list[Path],
+    fmt: str = "md",
+    out: Path | None = None,
+    *,
+    force: bool = False,
+    sweeps: tuple[Path, ...] = (),
+) -> int:
     """`patchkit report`: open the run folders, merge, render; write `out` (and decode.png beside it)
     atomically, or print to stdout when out is None (no plot then). Returns the exit code (0)."""
     bundles = []
@@ -103,7 +119,10 @@ def report_main(run_paths: list[Path], fmt: str = "md", out: Path | None = None,
         except ResultsError as e:
             raise ReportError(str(e)) from None
     out = Path(out) if out is not None else None
-    text = render(bundles, fmt, out.parent if out is not None else None, force=force)
+    for f in sweeps:  # checked before anything is written
+        if not (Path(f) / "sweep.json").is_file():
+            raise ReportError(f"--sweep {f}: no sweep.json (not a patchkit sweep folder)")
+    text = render(bundles, fmt, out.parent if out is not None else None, force=force, sweeps=sweeps)
     if out is None:
         print(text, end="")
     else:

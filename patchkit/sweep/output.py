@@ -112,6 +112,16 @@ def _ratio(c: Compared | None) -> str:
     return f"{r.ratio:.3f} ({r.ci_low:.3f}-{r.ci_high:.3f})"
 
 
+def ratio_text(c: Compared | None) -> str:
+    """A point's objective ratio vs the starting row with its interval ('-' when not compared)."""
+    return _ratio(c)
+
+
+def verdict_text(v: View, plan: dict) -> str:
+    """A point's verdict as the table says it."""
+    return _verdict(v, plan.get("rungs", []))
+
+
 def table_md(plan: dict, vs: list[View]) -> str:
     cases = _cases(vs)
     head = ["point", "valid", *[f"c{i + 1} (us)" for i in range(len(cases))], "vs start (95 % interval)", "verdict"]
@@ -222,41 +232,59 @@ def _why_counts(invalid: list[View]) -> str:
     return "; ".join(parts) + more
 
 
-def section_md(plan: dict, vs: list[View], top: View | None) -> str:
-    """The report's "Parameter sweep" section."""
+def section_items(plan: dict, vs: list[View], top: View | None, conf: dict | None = None) -> tuple[str, list[str]]:
+    """The "Parameter sweep" section as its opening sentence and its items (the report's too)."""
     spec = plan["spec"]
     tried = [v for v in vs if not v.reference]
     invalid = [v for v in tried if v.invalid]
     swept = ", ".join(plan["named"])
     archs = ", ".join("sm_" + a for a in plan["archs"])
-    lines = [
-        "### Parameter sweep",
-        "",
+    intro = (
         f"`patchkit sweep` over {swept} of the row `{plan['row']['text']}` in `{spec['function']}` "
-        f"({spec['file']}), starting from variant {plan['start']['variant']}.",
-        "",
-        f"- Tried {len(tried)} points besides the starting row; invalid {len(invalid)}"
+        f"({spec['file']}), starting from variant {plan['start']['variant']}."
+    )
+    items = [
+        f"Tried {len(tried)} points besides the starting row; invalid {len(invalid)}"
         + (f" ({_why_counts(invalid)})" if invalid else "")
-        + f"; compile-checked for {archs}.",
+        + f"; compile-checked for {archs}."
     ]
     ref = next((v for v in vs if v.reference), None)
     if ref is not None and ref.invalid:
-        lines.append(f"- The starting row itself does not compile: {ref.invalid}.")
+        items.append(f"The starting row itself does not compile: {ref.invalid}.")
     if not plan.get("rungs"):
-        lines.append("- Not timed (compile checks only).")
+        items.append("Not timed (compile checks only).")
     elif top is None:
-        lines.append("- No valid point was timed against the starting row.")
+        items.append("No valid point was timed against the starting row.")
     else:
         c = top.compared
         assert c is not None
         r = c.ratio
-        lines.append(
-            f"- Best: {top.name}, {r.ratio:.3f}x the starting row's time ({spec['objective']} over the cases, "
+        items.append(
+            f"Best: {top.name}, {r.ratio:.3f}x the starting row's time ({spec['objective']} over the cases, "
             f"95 % interval {r.ci_low:.3f}-{r.ci_high:.3f}, A/A floor {100 * c.floor:.1f} %): {c.verdict}."
         )
         if c.verdict != "faster":
-            lines.append("- No point is faster than the starting row beyond the noise: the row is left as it is.")
-    return "\n".join(lines) + "\n"
+            items.append("No point is faster than the starting row beyond the noise: the row is left as it is.")
+    if conf is not None and top is not None and conf.get("point") == top.name:
+        items.append(confirm_line(conf))
+    return intro, items
+
+
+def section_md(plan: dict, vs: list[View], top: View | None, conf: dict | None = None) -> str:
+    """The report's "Parameter sweep" section, as out/section.md."""
+    intro, items = section_items(plan, vs, top, conf)
+    return "\n".join(["### Parameter sweep", "", intro, "", *(f"- {x}" for x in items)]) + "\n"
+
+
+def load(store: Store) -> tuple[dict, list[View], View | None, dict | None]:
+    """The stored plan, every point's view, the best point and its confirmation (None if none)."""
+    plan = store.load_plan()
+    vs = views(plan, store.load_records(plan))
+    top = best(vs, plan.get("rungs", []))
+    f = store.root / "confirm.json"
+    conf = read_json(f) if f.is_file() else None
+    ok = isinstance(conf, dict) and top is not None and conf.get("point") == top.name
+    return plan, vs, top, conf if ok else None  # type: ignore[return-value]
 
 
 def floor_md(cases_info: dict, vs: list[View], top: View | None) -> str:
@@ -287,22 +315,34 @@ def floor_md(cases_info: dict, vs: list[View], top: View | None) -> str:
     )
 
 
+def _cmp(c: dict | None) -> str:
+    if not c:
+        return "not compared"
+    r = c["ratio"]
+    return f"{r['ratio']:.3f} ({r['ci_low']:.3f}-{r['ci_high']:.3f}), {c['verdict']}"
+
+
+def confirm_line(conf: dict) -> str:
+    """The winner's confirmation in one sentence."""
+    b, t = conf["build"], conf["full_suite"]
+    return (
+        f"Confirmed without the sweep's shortcut: a full build ({b['compiled']} objects compiled), the full "
+        f"suite {'ok' if t['ok'] else 'FAILED'} ({t.get('n_ok', 0)} cases ok, {t.get('n_fail', 0)} failing) and "
+        f"a fresh {conf['rounds']}-round interleaved timing: full build vs start {_cmp(conf.get('full_vs_start'))}; "
+        f"the sweep's binary vs the full build {_cmp(conf.get('sweep_binary_vs_full'))}."
+    )
+
+
 def confirm_md(conf: dict) -> str:
     """The winner's confirmation: full build, full suite, fresh timing (patchkit.sweep.gpu)."""
-
-    def cmp(c: dict | None) -> str:
-        if not c:
-            return "not compared"
-        r = c["ratio"]
-        return f"{r['ratio']:.3f} ({r['ci_low']:.3f}-{r['ci_high']:.3f}), {c['verdict']}"
-
+    cmp = _cmp
     b, t = conf["build"], conf["full_suite"]
     floor = (conf.get("full_vs_start") or {}).get("floor")
     return (
         f"\n## Confirmation of {conf['point']}\n\n"
         f"- Full build of commit {conf['commit'][:12]} in the start variant's build folder: {b['compiled']} objects "
         f"compiled, {b['seconds']:.0f} s ({b['log']}).\n"
-        f"- Full {'suite'} (`-o` the op, no `-p`): {'ok' if t['ok'] else 'FAILED: ' + t['reason']}, "
+        f"- Full suite (`-o` the op, no `-p`): {'ok' if t['ok'] else 'FAILED: ' + t['reason']}, "
         f"{t.get('n_ok', 0)} cases ok, {t.get('n_fail', 0)} failing ({t.get('log', '')}).\n"
         f"- Fresh interleaved timing, {conf['rounds']} rounds"
         + (f", A/A floor {100 * floor:.1f} %" if floor is not None else "")
@@ -314,28 +354,17 @@ def confirm_md(conf: dict) -> str:
 
 def write_outputs(store: Store) -> dict[str, str]:
     """out/sweep.md, heatmap.png, best.patch (when a point is faster) and section.md, from the store."""
-    plan = store.load_plan()
-    vs = views(plan, store.load_records(plan))
-    top = best(vs, plan.get("rungs", []))
+    plan, vs, top, conf = load(store)
     store.out.mkdir(parents=True, exist_ok=True)
     files = {"table": store.out / "sweep.md", "section": store.out / "section.md"}
     extra = ""
-    cases_file, conf_file = store.root / "cases.json", store.root / "confirm.json"
+    cases_file = store.root / "cases.json"
     if cases_file.is_file():
         extra += floor_md(read_json(cases_file), vs, top)  # type: ignore[arg-type]
-    conf = read_json(conf_file) if conf_file.is_file() else None
-    if isinstance(conf, dict) and top is not None and conf.get("point") == top.name:
+    if conf is not None:
         extra += confirm_md(conf)
     write_atomic(files["table"], table_md(plan, vs) + extra)
-    write_atomic(
-        files["section"],
-        section_md(plan, vs, top)
-        + (
-            confirm_md(conf).replace("## ", "#### ")
-            if isinstance(conf, dict) and top is not None and conf.get("point") == top.name
-            else ""
-        ),
-    )
+    write_atomic(files["section"], section_md(plan, vs, top, conf))
     png = heatmap_png(plan, vs)
     heat = store.out / "heatmap.png"
     if png is not None:

@@ -9,7 +9,10 @@ import json
 import shutil
 from pathlib import Path
 
+from patchkit.errors import ReportError
 from patchkit.parsers import ninja_failures
+from patchkit.report.render import render, report_main
+from patchkit.results import Bundle
 from patchkit.sweep import check, output
 from patchkit.sweep.store import Store
 
@@ -53,3 +56,24 @@ def test_the_committed_outputs_are_what_the_stored_results_give(tmp_path):
         "| nthreads128-occupancy2-nbatch_fa128-nstages_target2-nbatch_K2128-nbatch_V2128-Q_in_regtrue | yes |" in table
     )
     assert "the sweep's binary vs the full build 1.000 (0.992-1.008), same" in table
+
+
+def test_the_report_gets_the_parameter_sweep_section(tmp_path):
+    run = Bundle.open(EXAMPLE.parent / "h200-fast" / "fresh")
+    without = render([run])
+    assert "### Parameter sweep" not in without
+    text = render([run], sweeps=(EXAMPLE,))
+    part = text.split("### Parameter sweep", 1)[1].split("### Per-patch attribution", 1)[0]
+    assert "Tried 12 points besides the starting row; invalid 4 (" in part
+    assert "0.936x the starting row's time" in part and "the sweep's binary vs the full build 1.000" in part
+    assert "<details><summary>13 points of sweep h200-8col</summary>" in part
+    assert text.replace(part, "").replace("### Parameter sweep", "") == without
+    assert text.isascii()
+    (tmp_path / "not-a-sweep").mkdir()
+    try:
+        report_main([EXAMPLE.parent / "h200-fast" / "fresh"], out=tmp_path / "r.md", sweeps=(tmp_path / "not-a-sweep",))
+    except ReportError as e:
+        assert "not-a-sweep: no sweep.json (not a patchkit sweep folder)" in str(e)
+    else:
+        raise AssertionError("a folder without sweep.json was taken")
+    assert not (tmp_path / "r.md").exists()

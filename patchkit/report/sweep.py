@@ -1,0 +1,37 @@
+"""The report's "Parameter sweep" section: `patchkit report RUN --sweep FOLDER`, made from the sweep
+folder's stored results (patchkit.sweep.output), never from its rendered files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from patchkit.errors import ReportError
+from patchkit.report.fmt import Block, bullets, details, table, text
+from patchkit.sweep import output
+from patchkit.sweep.store import Store
+
+
+def markdown(folders: list[Path]) -> list[Block]:
+    out: list[Block] = []
+    for folder in folders:
+        store = Store(Path(folder))
+        if not store.plan_file.is_file():
+            raise ReportError(f"--sweep {folder}: no sweep.json (not a patchkit sweep folder)")
+        plan, vs, top, conf = output.load(store)
+        intro, items = output.section_items(plan, vs, top, conf)
+        rows = [
+            [
+                v.name,
+                "no: " + v.invalid if v.invalid else "yes",
+                output.ratio_text(v.compared),
+                output.verdict_text(v, plan),
+            ]
+            for v in vs
+        ]
+        out += [text(intro), bullets(items)]
+        out.append(
+            details(
+                f"{len(vs)} points of sweep {plan['name']}", [table(["point", "valid", "vs start", "verdict"], rows)]
+            )
+        )
+    return out
