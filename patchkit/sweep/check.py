@@ -334,12 +334,24 @@ def _check_one(ws: Workspace, recipe: Recipe, plan: Plan, store: Store, lane: _L
     patch_file = store.write_patch(point)
     todo = [a for a in lane.setups if not _done(rec, a, units)]
     kept = [a for a in lane.setups if keep is not None and a.arch == keep.arch]
-    if kept and a_ok(rec, kept[0]) and not objects_kept(store, rec, kept[0].arch, kept[0].tc_id):
+    if kept and point.reference:
+        # The starting row for the measured arch: the start variant's own build compiles exactly these
+        # sources with these options (and the measure step builds it), so the lane does not.
+        if kept[0] in todo:
+            rec["check"][kept[0].arch] = _by_start_build(kept[0], units)
+            rec.setdefault("commit", head)  # the starting row is the start variant's commit
+            store.save(rec)
+            todo.remove(kept[0])
+    elif kept and a_ok(rec, kept[0]) and not objects_kept(store, rec, kept[0].arch, kept[0].tc_id):
         todo = [kept[0], *[a for a in todo if a is not kept[0]]]  # the objects are needed again
     current = {a.arch for a in lane.setups if rec.get("check", {}).get(a.arch, {}).get("toolchain") == a.tc_id}
     why = invalid_reason({"check": {k: v for k, v in rec.get("check", {}).items() if k in current}})
     if why or not todo:
-        print(f"{point.name}: checked earlier: {'invalid: ' + why if why else 'ok'}")
+        by = (rec.get("check", {}).get(kept[0].arch) or {}).get("by") if kept else None
+        print(
+            f"{point.name}: {'sm_' + kept[0].arch + ' from ' + by if by and not why else 'checked earlier'}: ", end=""
+        )
+        print("invalid: " + why if why else "ok")
         if not why and on_ok is not None:
             on_ok(point, rec)
         return rec
@@ -365,6 +377,14 @@ def _check_one(ws: Workspace, recipe: Recipe, plan: Plan, store: Store, lane: _L
     if on_ok is not None and not invalid_reason(rec):
         on_ok(point, rec)  # every arch checked: the record is not written here any more
     return rec
+
+
+def _by_start_build(a: _Arch, units: list[str]) -> dict:
+    """The starting row's check for the measured arch: not compiled in a lane (see _check_one)."""
+    check = ArchCheck(
+        arch=a.arch, ok=True, error="", failed={}, units=units, toolchain=a.tc_id, steps=0, seconds=0.0, log=""
+    )
+    return {**check.to_dict(), "by": "the start variant's build (the measured build compiles it)"}
 
 
 def a_ok(rec: dict, a: _Arch) -> bool:

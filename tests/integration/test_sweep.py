@@ -178,3 +178,60 @@ def test_check_only_sweep_of_the_seed_row_and_its_resume(base, work, tmp_path):
     after = {k: v for k, v in snapshot(store).items() if k.startswith(("points/", "logs/", "patches/"))}
     assert after == before
     assert second < 60
+
+
+def test_the_measured_arch_keeps_its_objects_and_the_starting_row_is_not_compiled(base, work, tmp_path):
+    """What `patchkit sweep` does on a GPU machine before the GPU: the measured arch's compile check in
+    two lanes with the measured build's options, each valid point's objects kept with their sha256,
+    the callback called for each valid point, and the starting row taken from the start's build."""
+    import hashlib
+
+    from patchkit import build
+    from patchkit.options import context
+    from patchkit.sweep import check, run
+    from patchkit.sweep.spec import load_spec
+
+    name = "ci-keep"
+    store_dir = work.root / "sweeps" / "seed-fattn" / name
+    shutil.rmtree(store_dir, ignore_errors=True)
+    f = tmp_path / "keep.toml"
+    text = SPEC.replace(f'name = "{NAME}"', f'name = "{name}"').replace("points = [{ nthreads = 544 }]", "")
+    text = text.replace(
+        'constraints = ["nthreads * occupancy == 256", "nthreads == 128 or nbatch_fa == 32"]',
+        'constraints = ["nthreads * occupancy == 256", "nbatch_fa == 32"]',
+    )
+    f.write_text(text)
+    ctx = context(recipe=str(ROOT / "recipes" / "default.toml"), work=str(work.root), offline=True)
+    p = run.prepare(ctx, load_spec(f))
+    names = [x.name for x in p.plan.points]
+    assert names == [
+        "nthreads128-occupancy2-nbatch_fa64",
+        "nthreads128-occupancy2-nbatch_fa32",
+        "nthreads64-occupancy4-nbatch_fa32",
+    ]
+    opts = build.options_from(ctx.recipe, backend="cuda", archs=("89",), jobs=2)
+    seen = []
+    p.store.root.mkdir(parents=True)
+    records = check.check_points(
+        ctx.ws,
+        ctx.recipe,
+        p.plan,
+        p.store,
+        head=p.start.head,
+        header=p.header,
+        archs=("89",),
+        jobs=2,
+        lanes=2,
+        keep=check.Keep(arch="89", opts=opts),
+        on_ok=lambda point, rec: seen.append(point.name),
+    )
+    ref, bad, good = (records[n] for n in names)
+    assert ref["check"]["89"]["steps"] == 0 and ref["check"]["89"]["by"].startswith("the start variant's build")
+    assert ref["commit"] == p.start.head and "objects" not in ref
+    assert bad["check"]["89"]["error"].endswith('zero-sized variable "KQ_C" is not allowed in device code')
+    assert "objects" not in bad
+    tc = check.toolchain_id(build.toolchain(opts))
+    assert check.objects_kept(p.store, good, "89", tc)
+    for obj, sha in good["objects"]["files"].items():
+        assert hashlib.sha256((p.store.objects(good["name"]) / obj).read_bytes()).hexdigest() == sha
+    assert sorted(seen) == sorted([names[0], names[2]])
