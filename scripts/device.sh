@@ -3,7 +3,8 @@
 # working tree is replaced by every call: `start` copies the project and the carried work folder to
 # /root/pkjob (outside the tree the next call replaces), installs the carried wheels there, and runs
 # the job in its own session (it outlives the call); `wait` follows it for at most N seconds;
-# `collect` packs the run folders, the job log and the build manifests into $OUT (call it at the
+# `collect` packs the run folders, the sweep folders (no trees, builds, objects or binaries), the job
+# log and the build manifests into $OUT (call it at the
 # end of every call: the machine and all on it are lost when it goes back).
 #
 #   scripts/device.sh start  'patchkit run --arch 90 -j 16 --offline --run h200'   # one command a line
