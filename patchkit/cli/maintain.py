@@ -23,8 +23,7 @@ def _run_tests(ctx: Context, args: argparse.Namespace) -> rebase.RunTests:
     """Build and test the given suites of a trial recipe in one run folder (runs/<trial recipe>/)."""
 
     def run_tests(tr: Recipe, suites: tuple[str, ...]) -> Bundle:
-        # TODO(lead): pipeline.run - calls pipeline.run / options.resolve_run as they are now (what the
-        # workflow.run_steps shim does, so maintain needs no patchkit/workflow.py); check when they settle.
+        # the pipeline's own entry (options.resolve_run, then pipeline.run), as `patchkit test` calls it
         cli = {**vars(args), "backend": args.backend or "cpu", "suites": suites, "force": True, "label": "rebase"}
         opts = resolve_run(tr, cli, steps=("test",))
         return pipeline.run(Context(recipe=tr, ws=ctx.ws, offline=ctx.offline), opts, label="rebase")

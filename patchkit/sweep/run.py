@@ -1,6 +1,7 @@
 """`patchkit sweep` as one function: resolve the start variant, plan the points against its header
-(every input checked before anything is written), compile-check each point, time the valid ones
-with the injected measure callable, and write the outputs from the stored results."""
+(every input checked before anything is written), compile-check each point (in lanes), time the
+valid ones on the GPU (patchkit.sweep.gpu, or a measure callable a caller gives), confirm the best
+one with a full build, and write the outputs from the stored results."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """The sweep spec: every bad input is one line naming the file and key, exit 2, nothing written.
 
 Errors that need only the spec go through the command (`Sweep().run` on parsed arguments, caught
-the way `patchkit.cli.main` catches them; TODO(lead): `python -m patchkit sweep` once the command is
-in the table). Errors that need the source are checked against the real header by `points.plan`
-here, and through the command on the cached base in tests/integration/test_sweep.py."""
+the way `patchkit.cli.main` catches them). Errors that need the source are checked against the real
+header by `points.plan` here, and through the command on the cached base in
+tests/integration/test_sweep.py."""
 
 from __future__ import annotations
 
