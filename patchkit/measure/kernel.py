@@ -89,7 +89,7 @@ class Case:
 # Running the rounds
 
 
-def _perf_argv(b: Bins, backend: str, op: str, params: str, test_file: str) -> list:
+def perf_argv(b: Bins, backend: str, op: str, params: str, test_file: str) -> list:
     argv: list = [b.exe("test-backend-ops"), "perf", "-b", backend, "--output", "sql"]
     if test_file:
         argv += ["--test-file", test_file]
@@ -272,7 +272,7 @@ def run_kernel_bench(
     rounds = _Rounds(
         bundle=bundle,
         labeled=labeled,
-        argv_of=lambda b, p: _perf_argv(b, backend, op, p, test_file),
+        argv_of=lambda b, p: perf_argv(b, backend, op, p, test_file),
         timing=t,
         timeout=timeout,
     )

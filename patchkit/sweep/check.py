@@ -36,11 +36,12 @@ from patchkit import build, proc, vcs
 from patchkit.errors import ApplyError, BuildError
 from patchkit.parsers.compiler import first_compiler_error, ninja_failures
 from patchkit.recipe import Recipe
+from patchkit.source import sha256_file
 from patchkit.sweep import table as tbl
 from patchkit.sweep.points import Plan, Point
 from patchkit.sweep.spec import SweepError, SweepSpec, evaluate, expression_names, parse_expression
 from patchkit.sweep.store import Store
-from patchkit.workspace import Workspace
+from patchkit.workspace import Workspace, read_json
 
 _PTXAS = re.compile(r"^ptxas\s+(?:fatal|error)\s*:\s*(.+)$", re.M)
 _STEP = re.compile(r"^\[\d+/\d+\] Building", re.M)
@@ -211,7 +212,8 @@ def reparse_checks(store: Store) -> int:
     """reparse_check on every stored point of the sweep folder; how many records changed."""
     n = 0
     for f in sorted((store.root / "points").glob("*.json")):
-        rec = json.loads(f.read_text())
+        rec = read_json(f)
+        assert isinstance(rec, dict)
         changed = [reparse_check(store, c) for c in rec.get("check", {}).values()]  # every one, no short cut
         if any(changed):
             store.save(rec)
@@ -307,7 +309,7 @@ def _keep_objects(a: _Arch, store: Store, point: Point, rec: dict) -> None:
         dst = store.objects(point.name) / obj
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(a.bdir / obj, dst)
-        files[obj] = hashlib.sha256(dst.read_bytes()).hexdigest()
+        files[obj] = sha256_file(dst)
     rec["objects"] = {"arch": a.arch, "toolchain": a.tc_id, "files": files, "bdir": str(a.bdir)}
 
 

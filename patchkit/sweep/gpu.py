@@ -21,7 +21,6 @@ Paying less per point, and why it never measures stale code:
 
 from __future__ import annotations
 
-import hashlib
 import os
 import queue
 import re
@@ -35,10 +34,11 @@ from patchkit import build, parsers, proc, stats
 from patchkit import env as env_mod
 from patchkit.errors import BuildError, ParseError
 from patchkit.measure import tests
-from patchkit.measure.kernel import MIN_US_ENV
+from patchkit.measure.kernel import MIN_US_ENV, perf_argv
 from patchkit.measure.tool import Bins, run_logged
 from patchkit.options import Context
 from patchkit.results import Bundle
+from patchkit.source import sha256_file
 from patchkit.sweep import check
 from patchkit.sweep.points import Point
 from patchkit.sweep.search import AA, Timing, compare, per_round
@@ -210,7 +210,7 @@ class Gpu:
     def correct(self, name: str, exe_dir: Path, rec: dict | None, args: tuple[str, ...], what: str) -> dict:
         """The test suite `args` on one binary: {status, reason, n_ok, n_fail, log, ...}, stored in
         `rec` under `what` and found there again by the binary's sha256."""
-        sha = _sha(exe_dir / EXE)
+        sha = sha256_file(exe_dir / EXE)
         old = (rec or {}).get(what) or {}
         if old.get("binary") == sha and old.get("args") == list(args):
             return old
@@ -247,8 +247,7 @@ class Gpu:
             for label, exe_dir in order:
                 if label in errors:
                     continue
-                argv = [exe_dir / EXE, "perf", "-b", self.g.device, "--output", "sql", "-o", self.g.op]
-                argv += ["-p", self.spec.cases] if self.spec.cases else []
+                argv = perf_argv(Bins(variant=label, dir=exe_dir), self.g.device, self.g.op, self.spec.cases, "")
                 name = f"perf-{tag}-r{r + 1}-{label}"
                 env = {MIN_US_ENV: str(self.g.min_us)}
                 done, why, log = run_logged(bundle, name, argv, timeout=self.g.timeout, env=env, separate_stderr=True)
@@ -277,6 +276,15 @@ class Gpu:
                 out[label] = Timing(samples=samples[label], logs=tuple(logs[label]))
         return out
 
+    def point_binary(self, p: Point, rec: dict) -> tuple[Path | None, str]:
+        """A point's linked binary (patchkit.sweep.gpu.Gpu.link), or None and why there is none."""
+        if not check.objects_kept(self.store, rec, self.g.arch, check.toolchain_id(self.tc)):
+            return None, f"no compiled objects kept for sm_{self.g.arch}"
+        try:
+            return self.link(p, rec), ""
+        except BuildError as e:
+            return None, str(e)
+
     @property
     def correct_args(self) -> tuple[str, ...]:
         return ("-o", self.g.op, *(("-p", self.spec.correctness) if self.spec.correctness else ()))
@@ -290,14 +298,11 @@ class Gpu:
             start_dir = self.start_build()
             dirs: dict[str, Path] = {ref.name: start_dir}
             for p in members[1:]:
-                rec = self.store.record(p)
-                if not check.objects_kept(self.store, rec, self.g.arch, check.toolchain_id(self.tc)):
-                    out[p.name] = Timing(ok=False, error=f"no compiled objects kept for sm_{self.g.arch}")
-                    continue
-                try:
-                    dirs[p.name] = self.link(p, rec)
-                except BuildError as e:
-                    out[p.name] = Timing(ok=False, error=str(e))
+                d, why = self.point_binary(p, self.store.record(p))
+                if d is None:
+                    out[p.name] = Timing(ok=False, error=why)
+                else:
+                    dirs[p.name] = d
         for p in members:
             if p.name in dirs:
                 c = self.correct(p.name, dirs[p.name], self.store.record(p), self.correct_args, "correctness")
@@ -392,16 +397,9 @@ class Ahead:
             with g.ctx.ws.lock(g.root):
                 start_dir = g.start_build()
                 while (p := self.q.get()) is not None:
-                    rec = g.store.record(p)
-                    if p.reference:
-                        d = start_dir
-                    elif check.objects_kept(g.store, rec, g.g.arch, check.toolchain_id(g.tc)):
-                        try:
-                            d = g.link(p, rec)
-                        except BuildError as e:
-                            print(f"{p.name}: {e}")
-                            continue
-                    else:
+                    d, why = (start_dir, "") if p.reference else g.point_binary(p, g.store.record(p))
+                    if d is None:
+                        print(f"{p.name}: {why}")  # the measure call records it for the point
                         continue
                     g.correct(p.name, d, g.store.record(p), g.correct_args, "correctness")
         except BaseException as e:  # raised again in the caller's thread by close()
@@ -431,11 +429,3 @@ def _copy_exe(exe: Path, out: Path) -> None:
     shutil.copy2(exe, tmp / EXE)
     shutil.rmtree(out, ignore_errors=True)
     os.replace(tmp, out)
-
-
-def _sha(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
