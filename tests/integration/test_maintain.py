@@ -121,10 +121,11 @@ def copy_project(tmp: Path, name: str) -> Path:
     text = (ROOT / "recipes" / "default.toml").read_text()
     assert 'name = "seed-fattn"' in text
     # the series these tests were written for: the two PR patches and the first local test patch (the
-    # local timing patches added later, 0002 and 0003, need that one and conflict with it on 0.3.35)
+    # local timing patches added later, 0002 to 0004, need that one and conflict with it on 0.3.35)
     for f in (
         "patches/local/0002-tests-perf-min-time-env.patch",
         "patches/local/0003-tests-fill-tensors-on-all-threads.patch",
+        "patches/local/0004-tests-fill-only-read-kv-rows.patch",
     ):
         text = re.sub(rf'\n\[\[series\]\]\nfile = "{re.escape(f)}"\nid = "[^"]*"\nlocal = true\n', "\n", text)
         assert f not in text
