@@ -303,7 +303,14 @@ def test_cpu_wheel_installs_and_generates(work, cli, default_recipe, tmp_path):
     assert wi["variant"] == VARIANT and wi["recipe"] == default_recipe.name
     assert wi["base"]["commit"] == UPSTREAM and wi["head"] == state["head"]
     assert wi["variant_key"] == state["key"]
-    assert [p["id"] for p in wi["patches"]] == ["perf-cases", "perf-min-time", "perf-fill-threads", "0001", "0002"]
+    assert [p["id"] for p in wi["patches"]] == [
+        "perf-cases",
+        "perf-min-time",
+        "perf-fill-threads",
+        "perf-fill-rows",
+        "0001",
+        "0002",
+    ]
     for p in wi["patches"]:
         assert p["sha256"] == series.patch_sha256(ROOT / p["file"]), p
     assert "-DLLAVA_BUILD=OFF" in wi["cmake_args"] and "-DGGML_CUDA=OFF" in wi["cmake_args"]
