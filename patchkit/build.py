@@ -27,7 +27,7 @@ from pathlib import Path
 
 from patchkit import proc, vcs
 from patchkit.errors import BuildError, CommandError, ToolNotFound
-from patchkit.parsers.compiler import first_compiler_error, ninja_failures
+from patchkit.parsers.compiler import failed_objects, first_compiler_error
 from patchkit.progress import Progress
 from patchkit.recipe import Recipe
 from patchkit.series import VariantState, checkout_base
@@ -447,15 +447,6 @@ class CheckItem:
         return asdict(self)
 
 
-def _failed_objects(log_text: str) -> dict[str, str]:
-    """Ninja's FAILED: <obj> blocks -> the first compiler error inside each."""
-    out: dict[str, str] = {}
-    for obj, block in ninja_failures(log_text).items():
-        rest = block.partition("\n")[2]
-        out[obj] = first_compiler_error(rest) or rest.strip().splitlines()[0] if rest.strip() else "failed"
-    return out
-
-
 def check(
     recipe: Recipe, base: BaseInfo, ws: Workspace, states: list[VariantState], opts: BuildOptions, *, logs: Path
 ) -> list[CheckItem]:
@@ -492,7 +483,7 @@ def check(
                 log = logs / f"check-{one.config}-{state.name}.log"
                 desc = f"check {state.name} sm_{arch}"
                 done = run_ninja(bdir, list(objs.values()), one, tc, log, desc, keep_going=True)
-                failed = _failed_objects(done.stdout)
+                failed = failed_objects(done.stdout, str(tree))
                 for src, obj in objs.items():
                     err = next((e for o, e in failed.items() if o.endswith(obj) or obj.endswith(o)), "")
                     items.append(CheckItem(variant=state.name, arch=arch, source=src, ok=not err, error=err))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 _GCC_ERR = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:\d+:)? (?:fatal )?error: (?P<msg>.*)$")
@@ -9,6 +10,8 @@ _NVCC_ERR = re.compile(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\): (?:catastrophi
 _CMAKE_ERR = re.compile(r"^CMake Error(?: at (?P<file>[^:]+):(?P<line>\d+))?.*")
 # Ninja 1.11 writes `FAILED: <outputs>`, Ninja 1.12 `FAILED: [code=N] <outputs>`
 _NINJA_FAILED = re.compile(r"^FAILED: (?:\[code=-?\d+\] )?", re.M)
+_PTXAS = re.compile(r"^ptxas\s+(?:fatal|error)\s*:\s*(.+)$", re.M)
+_WHERE = re.compile(r"^([^:\s]+)(?=:\d+: )")  # the file of 'file:line: message'
 
 
 def ninja_failures(log_text: str) -> dict[str, str]:
@@ -43,3 +46,23 @@ def first_compiler_error(log_text: str) -> str | None:
             where = f"{m.group('file')}:{m.group('line')}: " if m.group("file") else ""
             return f"{where}CMake Error: {detail}"
     return None
+
+
+def block_error(block: str, tree: str = "") -> str:
+    """The first error of one of Ninja's FAILED blocks (nvcc/gcc/CMake, else ptxas, else the first line
+    that says error, else the first output line), with the source tree's path `tree` taken off."""
+    ptx = _PTXAS.search(block)
+    err = first_compiler_error(block[: ptx.start()] if ptx else block)
+    if err is None and ptx:
+        err = "ptxas error: " + ptx.group(1).strip()
+    if err is None:  # skip the FAILED line and the command
+        lines = [ln.strip() for ln in block.splitlines()[2:] if ln.strip() and not ln.startswith(("[", "ninja:"))]
+        err = next((ln for ln in lines if "error" in ln.lower()), lines[0] if lines else "failed")
+    if tree:  # the tree's path where a path starts (not inside another path)
+        err = re.sub(rf"(?<![\w./-]){re.escape(tree.rstrip('/'))}/", "", err)
+    return _WHERE.sub(lambda m: os.path.normpath(m.group(1)), err, count=1)
+
+
+def failed_objects(log_text: str, tree: str = "") -> dict[str, str]:
+    """Ninja's FAILED blocks of a build log -> the first error in each (`block_error`)."""
+    return {obj: block_error(block, tree) for obj, block in ninja_failures(log_text).items()}

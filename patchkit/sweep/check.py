@@ -34,7 +34,7 @@ from pathlib import Path
 
 from patchkit import build, proc, vcs
 from patchkit.errors import ApplyError, BuildError
-from patchkit.parsers.compiler import first_compiler_error, ninja_failures
+from patchkit.parsers.compiler import failed_objects
 from patchkit.recipe import Recipe
 from patchkit.source import sha256_file
 from patchkit.sweep import table as tbl
@@ -43,9 +43,7 @@ from patchkit.sweep.spec import SweepError, SweepSpec, evaluate, expression_name
 from patchkit.sweep.store import Store
 from patchkit.workspace import Workspace, read_json
 
-_PTXAS = re.compile(r"^ptxas\s+(?:fatal|error)\s*:\s*(.+)$", re.M)
 _STEP = re.compile(r"^\[\d+/\d+\] Building", re.M)
-_WHERE = re.compile(r"^([^:\s]+)(?=:\d+: )")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -165,24 +163,6 @@ def toolchain_id(tc: build.Toolchain) -> str:
     return hashlib.sha256(json.dumps(list(tc.cmake_args)).encode()).hexdigest()
 
 
-def first_error(block: str, tree: Path) -> str:
-    """The first compiler error of one FAILED block (nvcc/gcc/CMake, else ptxas), paths made relative."""
-    ptx = _PTXAS.search(block)
-    err = first_compiler_error(block[: ptx.start()] if ptx else block)
-    if err is None and ptx:
-        err = "ptxas error: " + ptx.group(1).strip()
-    if err is None:  # not a message we know: the first line that says error, else the first output line
-        lines = [ln.strip() for ln in block.splitlines()[2:] if ln.strip() and not ln.startswith(("[", "ninja:"))]
-        err = next((ln for ln in lines if "error" in ln.lower()), lines[0] if lines else "failed")
-    err = err.replace(f"{tree}/", "")
-    return _WHERE.sub(lambda m: os.path.normpath(m.group(1)), err, count=1)
-
-
-def failed_objects(log_text: str, tree: Path) -> dict[str, str]:
-    """Ninja's `FAILED: <object>` blocks -> the first error in each."""
-    return {obj: first_error(block, tree) for obj, block in ninja_failures(log_text).items()}
-
-
 _TREE = re.compile(r"(/\S*?)/ggml/src/")
 
 
@@ -195,7 +175,7 @@ def reparse_check(store: Store, check: dict) -> bool:
         return False
     text = log.read_text(encoding="utf-8", errors="replace")
     m = _TREE.search(text)
-    by_obj = failed_objects(text, Path(m.group(1)) if m else store.tree)
+    by_obj = failed_objects(text, str(Path(m.group(1)) if m else store.tree))
     failed = {}
     for u in check.get("units", []):
         for obj, e in by_obj.items():
@@ -263,7 +243,7 @@ def _compile(a: _Arch, tree: Path, store: Store, point: Point, units: list[str])
     argv = ["ninja", "-C", str(a.bdir), "-k", "0", *(["-j", str(a.opts.jobs)] if a.opts.jobs else [])]
     t0 = time.monotonic()
     done = proc.run([*argv, *a.objs.values()], log=log, env=a.tc.env, check=False)
-    by_obj = failed_objects(done.stdout, tree)
+    by_obj = failed_objects(done.stdout, str(tree))
     failed = {u: e for u, o in a.objs.items() for fo, e in by_obj.items() if fo.endswith(o) or o.endswith(fo)}
     error = next(iter(failed.values()), "")
     if not done.ok and not error:

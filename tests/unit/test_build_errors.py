@@ -1,4 +1,4 @@
-from patchkit.build import _failed_objects, first_compiler_error
+from patchkit.parsers.compiler import failed_objects, first_compiler_error
 from patchkit.series import describe_failure, parse_hunks, patch_body, patch_subject
 
 NVCC = """[12/30] Building CUDA object ggml/src/ggml-cuda/CMakeFiles/ggml-cuda.dir/fattn.cu.o
@@ -34,10 +34,11 @@ def test_cmake_error_is_found():
 
 
 def test_failed_objects_map_to_their_first_error():
-    failed = _failed_objects(NVCC)
+    failed = failed_objects(NVCC, "/src")
     [(obj, err)] = failed.items()
     assert obj.endswith("fattn-mma-f16-instance-ncols1_1-ncols2_8.cu.o")
-    assert "KQ_C" in err
+    assert err == 'ggml/src/ggml-cuda/fattn-mma-f16.cuh:630: zero-sized variable "KQ_C" is not allowed in device code'
+    assert failed_objects(NVCC)[obj].startswith("/src/ggml/src/ggml-cuda/fattn-mma-f16.cuh:630: ")
 
 
 PATCH = """From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from patchkit import proc
-from patchkit.sweep.check import failed_objects, first_error, row_units
+from patchkit.parsers.compiler import block_error, failed_objects
+from patchkit.sweep.check import row_units
 from patchkit.sweep.spec import SweepError, parse_sweep
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "sweep"
@@ -116,7 +117,7 @@ def test_ptxas_and_static_assert_errors_from_a_real_build(tmp_path):
             "ok.cu": "__global__ void k() {}\n",
         },
     )
-    failed = failed_objects(out, tmp_path)
+    failed = failed_objects(out, str(tmp_path))
     assert failed == {
         "big.cu.o": "ptxas error: Entry function '_Z1kPf' uses too much shared data (0x27100 bytes, 0xc000 max)",
         "sub/use.cu.o": 'inc/cfg.cuh:1: static assertion failed with "bad nbatch_fa"',
@@ -125,4 +126,4 @@ def test_ptxas_and_static_assert_errors_from_a_real_build(tmp_path):
 
 def test_an_unknown_failure_gives_its_first_error_line():
     block = "x.o\n/usr/bin/cc -c x.c\nsomething went wrong\nfatal: Error 9 happened\n"
-    assert first_error(block, Path("/t")) == "fatal: Error 9 happened"
+    assert block_error(block, "/t") == "fatal: Error 9 happened"
