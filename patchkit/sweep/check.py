@@ -330,10 +330,8 @@ def _check_one(ws: Workspace, recipe: Recipe, plan: Plan, store: Store, lane: _L
     why = invalid_reason({"check": {k: v for k, v in rec.get("check", {}).items() if k in current}})
     if why or not todo:
         by = (rec.get("check", {}).get(kept[0].arch) or {}).get("by") if kept else None
-        print(
-            f"{point.name}: {'sm_' + kept[0].arch + ' from ' + by if by and not why else 'checked earlier'}: ", end=""
-        )
-        print("invalid: " + why if why else "ok")
+        where = f"sm_{kept[0].arch} from {by}" if by and not why else "checked earlier"
+        print(f"{point.name}: {where}: {'invalid: ' + why if why else 'ok'}")
         if not why and on_ok is not None:
             on_ok(point, rec)
         return rec
