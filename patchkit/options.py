@@ -107,6 +107,7 @@ class RunOptions:
     measure_same_code: bool = False  # also measure variants that compile to base's code
     overlap: bool = True  # builds and CPU steps beside the GPU steps (patchkit.lanes)
     reuse: bool = True  # reuse finished deterministic measurements by key (patchkit.measure.reuse)
+    changed: bool = False  # measure only what changed since each variant's last build (patchkit.scope)
     test: TestOptions
     kernel: KernelOptions
     decode: DecodeOptions
@@ -182,6 +183,7 @@ def resolve_run(
         measure_same_code=bool(cli.get("measure_same_code")),
         overlap=not cli.get("no_overlap"),
         reuse=not cli.get("no_reuse"),
+        changed=bool(cli.get("changed")),
         test=TestOptions(
             suites=suites,
             filter=str(cli.get("filter") or prof.test_filter),

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from patchkit import build as build_mod
 from patchkit import env as env_mod
-from patchkit import lanes, series, source, steps, timeline
+from patchkit import lanes, scope, series, source, steps, timeline
 from patchkit.errors import ApplyError, PatchkitError, ResultsError
 from patchkit.measure.tool import Built
 from patchkit.options import Context, RunOptions
@@ -177,9 +177,12 @@ def run(ctx: Context, opts: RunOptions, *, label: str) -> Bundle:
     base = fetch(ctx)
     states = apply(ctx, base, only=opts.variants, leave_one_out=opts.leave_one_out, force=opts.force)
     bundle = held or open_bundle(ctx, base, states, opts, label=label)
+    sc = run_scope(ctx, bundle, states, opts, fresh=held is None)
     t0, started = time.monotonic(), lanes.now()
     lane = lanes.BuildLane(ctx, bundle, base, states, opts, record).start()
-    built = Built(ctx=ctx, base=base, bundle=bundle, states=tuple(states), variants=lane, backend=opts.build.backend)
+    built = Built(
+        ctx=ctx, base=base, bundle=bundle, states=tuple(states), variants=lane, backend=opts.build.backend, scope=sc
+    )
     try:
         gpu = []
         for kind, name in todo:
@@ -198,6 +201,28 @@ def run(ctx: Context, opts: RunOptions, *, label: str) -> Bundle:
     if image:
         write_atomic(bundle.path / timeline.PNG, image)
     return bundle
+
+
+def run_scope(
+    ctx: Context, bundle: Bundle, states: list[series.VariantState], opts: RunOptions, *, fresh: bool
+) -> scope.Scope | None:
+    """With --changed, what this run measures (patchkit.scope): worked out before the builds of a new run
+    folder and kept in it; a resumed run reads it back (its builds have replaced the last ones)."""
+    kept = bundle.data.get("scope")
+    if not fresh and kept is not None:
+        if not opts.changed:
+            raise ResultsError(f"{bundle.path}: this run was started with --changed; resume it with --changed")
+        return scope.Scope.from_dict(kept)
+    if not opts.changed:
+        return None
+    if not fresh:
+        raise ResultsError(f"{bundle.path}: this run was started without --changed; resume it without --changed")
+    sc = scope.compute(ctx.ws, ctx.recipe, states, opts.build)
+    bundle.set_meta(scope=sc.to_dict())
+    for v, why in sc.unchanged.items():
+        print(f"--changed: {v}: {why}")
+    print(f"--changed: cases: {sc.params or 'every case'} ({sc.why})")
+    return sc
 
 
 def _one(built: Built, opts: RunOptions, kind: steps.StepKind, name: str) -> None:

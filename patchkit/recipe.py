@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import sys
 import types
 import typing
@@ -141,6 +142,17 @@ class Prose:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Affects:
+    """A [[affects]] rule: a change that only edits rows of `macro` in `file` can affect only the
+    test-backend-ops cases matching `params`, a regex with each row's columns put in ({DKQ}). Used by
+    `--changed` (patchkit.scope); a change the rules do not cover can affect every case."""
+
+    file: str  # path in the llama.cpp tree
+    macro: str  # the function-like macro each row calls
+    params: str  # e.g. 'hsk={DKQ},hsv={DV},'
+
+
+@dataclass(frozen=True, kw_only=True)
 class Recipe:
     name: str
     path: Path
@@ -156,6 +168,7 @@ class Recipe:
     prose: Prose = field(default_factory=Prose)
     sweep: dict[str, object] = field(default_factory=dict)  # the [sweep] table (patchkit.sweep validates it)
     profiles: dict[str, Profile] = field(default_factory=dict)  # backend -> its defaults ([profile.cpu])
+    affects: tuple[Affects, ...] = ()  # [[affects]]: what a row edit can affect (patchkit.scope)
 
     @property
     def pr_patches(self) -> tuple[Patch, ...]:
@@ -173,7 +186,20 @@ class Recipe:
 # Generic, typed conversion of TOML tables into the dataclasses above.
 
 # Keys in TOML use dashes or underscores; the dataclass fields use underscores.
-_TOP_TABLES = {"recipe", "base", "series", "build", "suites", "bench", "model", "numerics", "prose", "sweep", "profile"}
+_TOP_TABLES = {
+    "recipe",
+    "base",
+    "series",
+    "build",
+    "suites",
+    "bench",
+    "model",
+    "numerics",
+    "prose",
+    "sweep",
+    "profile",
+    "affects",
+}
 
 
 def _hint(key: str, allowed: typing.Iterable[str]) -> str:
@@ -292,6 +318,12 @@ def parse_recipe(text: str, file: Path, root: Path | None = None) -> Recipe:
     for key in bench:
         if key not in ("kernel", "decode"):
             raise RecipeError(f"{file}: unknown key 'bench.{key}'{_hint(key, ['kernel', 'decode'])}")
+    affects_raw = data.get("affects", [])
+    if not isinstance(affects_raw, list):
+        raise RecipeError(f"{file}: affects: expected an array of tables ([[affects]])")
+    affects = tuple(_convert(t, Affects, f"affects[{i}]", file) for i, t in enumerate(affects_raw))
+    for i, a in enumerate(affects):
+        _check_affects(a, f"affects[{i}]", file)
     build = _convert(data.get("build", {}), Build, "build", file)
     assert isinstance(build, Build)
     if build.backend not in ("cuda", "cpu"):
@@ -315,7 +347,19 @@ def parse_recipe(text: str, file: Path, root: Path | None = None) -> Recipe:
         prose=_convert(data.get("prose", {}), Prose, "prose", file),  # type: ignore[arg-type]
         sweep=_table(data.get("sweep", {}), "sweep", file),
         profiles=_profiles(data.get("profile", {}), file),
+        affects=affects,  # type: ignore[arg-type]
     )
+
+
+def _check_affects(a: Affects, where: str, file: Path) -> None:
+    if not re.fullmatch(r"[A-Za-z_]\w*", a.macro):
+        raise RecipeError(f"{file}: {where}.macro: {a.macro!r} is not a macro name")
+    if not a.file or a.file.startswith("/") or ".." in Path(a.file).parts:
+        raise RecipeError(f"{file}: {where}.file: {a.file!r}: expected a path inside the llama.cpp tree")
+    try:
+        re.compile(re.sub(r"\{\w+\}", "0", a.params))
+    except re.error as e:
+        raise RecipeError(f"{file}: {where}.params: not a regex with {{column}} fields: {e}") from None
 
 
 def _profiles(value: object, file: Path) -> dict[str, Profile]:

@@ -125,6 +125,12 @@ def _run_common(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run every test again even where the same build ran the same test before (default: reused, and said)",
     )
+    p.add_argument(
+        "--changed",
+        action="store_true",
+        help="measure only the variants changed since their last build here, on the cases the change can affect "
+        "([[affects]] rules); base is measured as the reference (docs/kernel-timing.md)",
+    )
 
 
 def _test_opts(p: argparse.ArgumentParser) -> None:

@@ -19,7 +19,10 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
     arch = name.removeprefix("check:cuda-")
     one = dataclasses.replace(opts.build, backend="cuda", archs=(arch,))
     b = built.bundle
-    items = build_mod.check(built.ctx.recipe, built.base, built.ctx.ws, list(built.states), one, logs=b.raw)
+    states = [s for s in built.states if built.scope is None or built.scope.tests(s.name)]
+    if not states:
+        return Step(name=name, status=Status.NOT_RUN, reason="--changed: no variant changed")
+    items = build_mod.check(built.ctx.recipe, built.base, built.ctx.ws, states, one, logs=b.raw)
     bad = [i for i in items if not i.ok]
     return Step(
         name=name,

@@ -345,7 +345,7 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
         built.measured,
         backend=k.backend,
         op=k.op,
-        params=k.params,
+        params=built.params(k.params),
         test_file=k.test_file,
         timing=timing_of(opts),
         peak_bw_gbs=built.peak_bw_gbs,
@@ -356,7 +356,7 @@ def inputs(built: Built, opts: RunOptions, name: str) -> dict:
     k = opts.kernel
     return {
         "op": k.op,
-        "params": k.params,
+        "params": built.params(k.params),
         "test_file": k.test_file,
         "rounds": k.rounds,
         "timing": asdict(timing_of(opts)),

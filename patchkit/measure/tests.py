@@ -149,12 +149,17 @@ def _record_variant(per: dict, cases: dict, b: Bins, done, why: str, log, bundle
 def step(built: Built, opts: RunOptions, name: str) -> Step:
     """`test:<suite>`: the suite's test-backend-ops arguments from the recipe, plus the user's filter."""
     suite = name.split(":", 1)[1]
-    wanted = set(opts.test.variants)
-    bins = (b for b in built.variants.stream() if not wanted or b.variant in wanted)  # each as soon as built
+    wanted = set(opts.test.variants) or {s.name for s in built.states}
+    sc = built.scope
+    if sc is not None:  # --changed: the changed variants only (built in this run: waiting for them costs nothing)
+        wanted = {v for v in wanted if sc.tests(v) and v not in built.same_code}
+        if not wanted:
+            return Step(name=name, status=Status.NOT_RUN, reason="--changed: no tested variant changed its code")
+    bins = (b for b in built.variants.stream() if b.variant in wanted)  # each as soon as built
     step = run_tests(
         built.bundle,
         bins,
-        expected=len(wanted) or len(built.states),
+        expected=len(wanted),
         suite=suite,
         args=inputs(built, opts, name)["args"],
         backend=opts.device,
@@ -169,7 +174,8 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
 def inputs(built: Built, opts: RunOptions, name: str) -> dict:
     """What the step's result depends on beyond the builds (a resumed run with other inputs is refused)."""
     suite = name.split(":", 1)[1]
-    extra = ("-p", opts.test.filter) if opts.test.filter else ()
+    where = built.params(opts.test.filter)
+    extra = ("-p", where) if where else ()
     return {"args": (*built.ctx.recipe.suites[suite], *extra)}
 
 

@@ -11,6 +11,8 @@ from patchkit import parsers, proc
 from patchkit.errors import ParseError, ToolNotFound
 from patchkit.options import Context
 from patchkit.results import Bundle, Status, Step
+from patchkit.scope import Scope
+from patchkit.scope import both as scope_both
 from patchkit.series import VariantState
 from patchkit.source import BaseInfo
 
@@ -53,6 +55,7 @@ class Built:
     states: tuple[VariantState, ...]  # the variant trees (base first)
     variants: Variants
     backend: str  # cuda | cpu
+    scope: Scope | None = None  # --changed: what this run measures (patchkit.scope)
 
     @property
     def bins(self) -> list[Bins]:
@@ -65,17 +68,26 @@ class Built:
 
     @property
     def measured(self) -> list[Bins]:
-        """The variants worth measuring: all but those that compile to base's code."""
+        """The variants worth measuring: all but those that compile to base's code and, with --changed,
+        those unchanged since their last build (base stays: the reference)."""
         same = self.same_code
-        return [b for b in self.bins if b.variant not in same]
+        sc = self.scope
+        return [b for b in self.bins if b.variant not in same and (sc is None or sc.measures(b.variant))]
 
     def nothing_to_compare(self, name: str) -> Step | None:
-        """A `not run` step when every patched variant compiles to base's code (nothing to compare)."""
+        """A `not run` step when every patched variant compiles to base's code or, with --changed, is
+        unchanged (nothing to compare)."""
+        if len(self.measured) >= 2:
+            return None
         same = self.same_code
-        if same and len(self.measured) < 2:
-            why = "; ".join(sorted(set(same.values())))
-            return Step(name=name, status=Status.NOT_RUN, reason=f"nothing to compare: {why}")
+        why = set(same.values()) | {w for v, w in (self.scope.unchanged.items() if self.scope else ()) if v != "base"}
+        if why:
+            return Step(name=name, status=Status.NOT_RUN, reason=f"nothing to compare: {'; '.join(sorted(why))}")
         return None
+
+    def params(self, params: str) -> str:
+        """A cases regex narrowed, with --changed, to the cases the changes can affect."""
+        return scope_both(params, self.scope.params) if self.scope else params
 
     @property
     def peak_bw_gbs(self) -> float | None:

@@ -33,7 +33,7 @@ def short_params(all_params: list[str]) -> tuple[dict[str, str], str]:
 
 
 def _builds(run: RunView, configs: list[BuildConfig], checks: list[CheckConfig]) -> BuildsRun:
-    b = BuildsRun(gpu=run.gpu, configs=configs, checks=checks, same_code=run.same_code)
+    b = BuildsRun(gpu=run.gpu, configs=configs, checks=checks, same_code=run.same_code, scope=run.scope)
     if not configs:
         b.status, b.reason = "absent", "no `build:*` step in this run"
     if not checks:

@@ -172,6 +172,7 @@ class BuildsRun:
     reason: str | None = field(default=None, metadata=OMITTED)
     checks_reason: str | None = field(default=None, metadata=OMITTED)
     same_code: dict[str, str] = field(default_factory=dict)  # variant -> why it was not measured
+    scope: dict[str, Any] | None = field(default=None, metadata=OMITTED)  # --changed (patchkit.scope)
 
 
 # ---------------------------------------------------------------------------------------------

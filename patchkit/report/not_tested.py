@@ -148,7 +148,15 @@ def _rest(ev: Evidence, order: list[str]) -> list[str]:
 
 
 def _same_code(runs: list[RunView]) -> list[str]:
-    return [f"`{v}` on {r.gpu}: not measured: {why}." for r in runs for v, why in r.same_code.items()]
+    out = [f"`{v}` on {r.gpu}: not measured: {why}." for r in runs for v, why in r.same_code.items()]
+    for r in runs:
+        sc = r.scope or {}
+        for v, why in (sc.get("unchanged") or {}).items():
+            what = "not tested in this run" if v == "base" else "not measured in this run"
+            out.append(f"`{v}` on {r.gpu}: {what} (`--changed`): {why}.")
+        if sc and sc.get("params"):
+            out.append(f"Cases on {r.gpu} (`--changed`): only those matching `{sc['params']}`.")
+    return out
 
 
 def evidence(runs: list[RunView], ev: Evidence) -> list[str]:

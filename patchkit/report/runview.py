@@ -96,6 +96,12 @@ class RunView:
                     out.setdefault(str(v), str(why))
         return out
 
+    @property
+    def scope(self) -> dict[str, Any] | None:
+        """With --changed, what the run measured (patchkit.scope: unchanged variants, the cases' regex)."""
+        sc = self.data.get("scope")
+        return sc if isinstance(sc, dict) else None
+
 
 def run_label(data: dict[str, Any], env: dict[str, Any]) -> str:
     """The machine a run measured on; with the Ray executor, prefixed by its target's name."""

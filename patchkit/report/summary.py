@@ -128,7 +128,24 @@ def _bullets(ev: Evidence, multi: bool) -> list[str]:
         for c in b.checks:
             items += [pre + "Compile checks: " + n + "." for n in check_counts(c)]
         items += [pre + f"{code(v)}: not measured: {why}." for v, why in b.same_code.items()]
+        items += scope_lines(pre, b.scope)
     return items
+
+
+def scope_lines(pre: str, sc: dict | None) -> list[str]:
+    """What a --changed run measured: the changed variants and why, the cases, the unchanged ones."""
+    if not sc:
+        return []
+    out = []
+    for v, c in (sc.get("changed") or {}).items():
+        since = f" since {code(str(c.get('since'))[:12])}" if c.get("since") else ""
+        out.append(pre + f"`--changed`: {code(v)} changed{since}: {c.get('why')}.")
+    cases = code(sc["params"]) if sc.get("params") else "every case"
+    out.append(pre + f"`--changed`: cases measured: {cases}; base measured again as the reference, in this run.")
+    for v, why in (sc.get("unchanged") or {}).items():
+        what = "not tested again, timed again as the reference" if v == "base" else "not measured"
+        out.append(pre + f"`--changed`: {code(v)}: {what}: {why}.")
+    return out
 
 
 def markdown(ev: Evidence) -> list[Block]:

@@ -1,0 +1,180 @@
+"""`--changed`: measure only what the edits since each variant's last build can affect.
+
+A kernel developer's loop is edit a patch, rebuild, re-measure. With `--changed` a run compares every
+variant's build key with the one its last build in this work folder recorded (bin/<variant>/manifest.json),
+before anything is built:
+
+* a variant whose key is unchanged is not measured again (its earlier results stand where they were
+  measured; nothing of them is copied into this run); base is still measured wherever it is the
+  reference of a comparison (kernel timing with its A/A copy, decode, numerics), all in this run;
+* a changed variant is measured; which cases, is derived from its git diff against the head of its last
+  build: when every changed line of every changed file is a row of a recipe `[[affects]]` rule's macro,
+  only the cases matching the rule's `params` with the old and new rows' columns put in are run; any
+  other change (or no earlier build) can affect every case.
+
+The scope is worked out once and kept in the run folder (`meta.scope`), so a resumed run keeps it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import asdict, dataclass, field
+
+from patchkit import build as build_mod
+from patchkit import vcs
+from patchkit.errors import RecipeError
+from patchkit.recipe import Affects, Recipe
+from patchkit.series import VariantState
+from patchkit.source import open_cache_repo
+from patchkit.sweep import table as tbl
+from patchkit.workspace import Workspace, read_json
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scope:
+    unchanged: dict[str, str] = field(default_factory=dict)  # variant -> why it is not measured again
+    changed: dict[str, dict] = field(default_factory=dict)  # variant -> {since, files, rows, why}
+    params: str = ""  # test-backend-ops -p regex of the cases the changes can affect ('' = every case)
+    why: str = ""  # how `params` was found, or why every case
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Scope:
+        return cls(
+            unchanged=dict(d.get("unchanged") or {}),
+            changed=dict(d.get("changed") or {}),
+            params=str(d.get("params") or ""),
+            why=str(d.get("why") or ""),
+        )
+
+    def measures(self, variant: str) -> bool:
+        """Whether a variant is measured in this run (base always, as the reference of comparisons)."""
+        return variant == "base" or variant not in self.unchanged
+
+    def tests(self, variant: str) -> bool:
+        """Whether a variant's tests run in this run (base too only when it changed)."""
+        return variant not in self.unchanged
+
+
+def both(a: str, b: str) -> str:
+    """One regex matching what both match (test-backend-ops takes one -p; std::regex has lookahead)."""
+    if not a or not b:
+        return a or b
+    return f"^(?=.*(?:{a}))(?=.*(?:{b}))"
+
+
+def _row_line(macro: str) -> re.Pattern[str]:
+    return re.compile(rf"^\s*{re.escape(macro)}\s*\((?P<args>[^()]*)\)\s*;?\s*(//.*)?$")
+
+
+def changed_rows(old: str, new: str, macro: str) -> list[dict[str, tbl.Value]] | None:
+    """The rows (column -> value; old and new versions) of `macro` that differ between two texts of a
+    file; None when any other line differs or the macro's #define is not in the new text."""
+    defined = tbl.macros(new)
+    if macro not in defined:
+        return None
+    columns = defined[macro].columns
+    line = _row_line(macro)
+    a, b = old.splitlines(), new.splitlines()
+    rows: list[dict[str, tbl.Value]] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        for text in a[i1:i2] + b[j1:j2]:
+            if not text.strip():
+                continue
+            m = line.match(text)
+            if not m:
+                return None
+            values = [tbl.parse_value(c) for c in m.group("args").split(",")]
+            if len(values) != len(columns):
+                return None
+            rows.append(dict(zip(columns, values)))
+    return rows
+
+
+def rule_params(rule: Affects, rows: list[dict[str, tbl.Value]], where: str) -> str:
+    """The rule's `params` for each row, one regex matching any of them."""
+    names = set(re.findall(r"\{(\w+)\}", rule.params))
+    out: list[str] = []
+    for r in rows:
+        missing = sorted(names - set(r))
+        if missing:
+            raise RecipeError(f"{where}.params: {{{missing[0]}}} is not a column of {rule.macro} ({', '.join(r)})")
+        one = re.sub(r"\{(\w+)\}", lambda m, r=r: re.escape(tbl.format_value(r[m.group(1)])), rule.params)
+        if one not in out:
+            out.append(one)
+    return "|".join(f"(?:{p})" for p in out)
+
+
+def _show(ws: Workspace, commit: str, path: str) -> str | None:
+    r = vcs.git(ws.repo, f"--git-dir={ws.repo}", "show", f"{commit}:{path}")
+    return r.stdout.decode("utf-8", "replace") if r.ok else None
+
+
+def affected(ws: Workspace, recipe: Recipe, old: str, new: str) -> tuple[list[str], list[dict], str | None, str]:
+    """(changed files, changed rows, the cases' regex or None for every case, why) between two heads."""
+    repo = open_cache_repo(ws)
+    files = [f for f in repo.git.diff("--name-only", old, new).split() if f]
+    if not files:
+        return files, [], None, "no file changed (a patch's text or metadata only)"
+    parts, rows_all = [], []
+    for f in files:
+        rules = [(i, a) for i, a in enumerate(recipe.affects) if a.file == f]
+        old_text, new_text = _show(ws, old, f), _show(ws, new, f)
+        hit = None
+        for i, rule in rules:
+            rows = changed_rows(old_text or "", new_text or "", rule.macro) if old_text and new_text else None
+            if rows is not None:
+                hit = (i, rule, rows)
+                break
+        if hit is None:
+            return files, rows_all, None, f"{f}: changed outside the rows of an [[affects]] rule"
+        i, rule, rows = hit
+        if not rows:
+            return files, rows_all, None, f"{f}: only blank lines changed"
+        rows_all += [{"file": f, "macro": rule.macro, **r} for r in rows]
+        parts.append(rule_params(rule, rows, f"{recipe.path}: affects[{i}]"))
+    rows_text = "; ".join(_row_text(r) for r in rows_all)
+    return files, rows_all, "|".join(parts), f"only rows of [[affects]] macros changed: {rows_text}"
+
+
+def _row_text(r: dict) -> str:
+    cols = [f"{k}={tbl.format_value(v)}" for k, v in r.items() if k not in ("file", "macro")]
+    return f"{r['macro']}({', '.join(cols)})"
+
+
+def compute(ws: Workspace, recipe: Recipe, states: list[VariantState], opts: build_mod.BuildOptions) -> Scope:
+    """The scope of a `--changed` run, from the variants' last builds (before this run builds any)."""
+    tc = build_mod.toolchain(opts)
+    unchanged: dict[str, str] = {}
+    changed: dict[str, dict] = {}
+    regexes: list[str] = []
+    every = ""
+    for st in states:
+        manifest = build_mod.bin_dir(ws, recipe, opts, st.name) / "manifest.json"
+        data = read_json(manifest) if manifest.is_file() else None
+        old = data if isinstance(data, dict) else {}
+        key = build_mod.build_key(st, opts, tc)
+        if old.get("key") == key:
+            unchanged[st.name] = f"unchanged since its last build (build key {key[:12]})"
+            continue
+        since = str((old.get("result") or {}).get("head") or "")
+        if not since:
+            changed[st.name] = {"since": "", "files": [], "rows": [], "why": "no earlier build"}
+            every = every or f"{st.name}: no earlier build"
+            continue
+        files, rows, regex, why = affected(ws, recipe, since, st.head)
+        changed[st.name] = {"since": since, "files": files, "rows": rows, "why": why}
+        if regex is None:
+            every = every or f"{st.name}: {why}"
+        elif regex:
+            regexes.append(regex)
+    if every or not changed:
+        return Scope(unchanged=unchanged, changed=changed, why=every or "nothing changed")
+    params = "|".join(dict.fromkeys(regexes))
+    whys = "; ".join(f"{v}: {c['why']}" for v, c in changed.items())
+    return Scope(unchanged=unchanged, changed=changed, params=params, why=whys)
