@@ -174,6 +174,9 @@ def run(ctx: Context, opts: RunOptions, *, label: str) -> Bundle:
     run on the CPU lane beside the GPU steps (patchkit.lanes) unless `opts.overlap` is off."""
     todo = wanted(ctx.recipe, opts)
     held = resumed(ctx, opts)
+    if held is not None and (held.data.get("scope") is not None) != opts.changed:
+        was = "with" if opts.changed is False else "without"
+        raise ResultsError(f"{held.path}: this run was started {was} --changed; resume it {was} --changed")
     base = fetch(ctx)
     states = apply(ctx, base, only=opts.variants, leave_one_out=opts.leave_one_out, force=opts.force)
     bundle = held or open_bundle(ctx, base, states, opts, label=label)
@@ -209,14 +212,10 @@ def run_scope(
     """With --changed, what this run measures (patchkit.scope): worked out before the builds of a new run
     folder and kept in it; a resumed run reads it back (its builds have replaced the last ones)."""
     kept = bundle.data.get("scope")
-    if not fresh and kept is not None:
-        if not opts.changed:
-            raise ResultsError(f"{bundle.path}: this run was started with --changed; resume it with --changed")
+    if not fresh and kept is not None:  # pipeline.run checked that --changed is given again
         return scope.Scope.from_dict(kept)
-    if not opts.changed:
+    if not opts.changed or not fresh:
         return None
-    if not fresh:
-        raise ResultsError(f"{bundle.path}: this run was started without --changed; resume it without --changed")
     sc = scope.compute(ctx.ws, ctx.recipe, states, opts.build)
     bundle.set_meta(scope=sc.to_dict())
     for v, why in sc.unchanged.items():
