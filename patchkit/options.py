@@ -48,7 +48,8 @@ def env_value(name: str, environ: Mapping[str, str] | None = None) -> str:
 class TestOptions:
     suites: tuple[str, ...]  # recipe [suites] names
     filter: str = ""  # extra test-backend-ops -p regex
-    jobs: int = 0  # test-backend-ops -j
+    jobs: int = 0  # test-backend-ops -j (split over the processes)
+    procs: int = 1  # test-backend-ops processes at once per variant, the cases split between them
     variants: tuple[str, ...] = ()  # only these variants (default: all)
 
 
@@ -188,6 +189,7 @@ def resolve_run(
             suites=suites,
             filter=str(cli.get("filter") or prof.test_filter),
             jobs=_int(_pick(cli, "test_jobs", environ, 0), "--test-jobs / PATCHKIT_TEST_JOBS"),
+            procs=_int(_pick(cli, "test_procs", environ, 1), "--test-procs / PATCHKIT_TEST_PROCS", minimum=1),
             variants=tuple(cli.get("test_variant") or ()),  # type: ignore[arg-type]
         ),
         kernel=KernelOptions(

@@ -158,7 +158,8 @@ def run(
     args[0] = which(args[0], full_env)
     cmdline = quote(args)
     if echo:
-        print(f"+ {cmdline}", file=sys.stderr, flush=True)
+        sys.stderr.write(f"+ {cmdline}\n")  # one write: lines of commands started at once do not mix
+        sys.stderr.flush()
     if log is not None:
         log.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()

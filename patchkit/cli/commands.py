@@ -137,6 +137,13 @@ def _test_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--filter", "-p", default=None, help="extra test-backend-ops -p regex (a subset of the suites)")
     p.add_argument("--test-jobs", type=non_negative_int, default=0, help="test-backend-ops -j (parallel test workers)")
     p.add_argument(
+        "--test-procs",
+        type=non_negative_int,
+        default=None,
+        help="test-backend-ops processes per variant at once, the cases split by one parameter and --test-jobs "
+        "shared between them (default 1; measured on an H200: 2 processes took 46 s where 1 took 85 s)",
+    )
+    p.add_argument(
         "--test-variant", action="append", default=[], help="run the test suites only on these variants (repeatable)"
     )
 

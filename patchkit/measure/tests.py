@@ -6,15 +6,19 @@ import itertools
 import re
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from patchkit import parsers, proc
 from patchkit.errors import ParseError, ToolNotFound
 from patchkit.measure import reuse
+from patchkit.measure import shards as sharding
 from patchkit.measure.tool import Bins, Built, completed_from_log, failure, run_logged
 from patchkit.options import RunOptions
 from patchkit.progress import Progress
 from patchkit.results import Bundle, Status, Step
+from patchkit.scope import both as scope_both
 
 # ---------------------------------------------------------------------------------------------
 # test-backend-ops test
@@ -29,10 +33,13 @@ def run_tests(
     args: tuple[str, ...],
     backend: str,
     jobs: int = 0,
+    procs: int = 1,
+    shards: list[str] | None = None,
     timeout: float = 3600,
     cache: Path | None = None,
 ) -> Step:
-    """test-backend-ops test mode on each variant; a variant whose (build key, arguments) ran before is
+    """test-backend-ops test mode on each variant, in `procs` processes at once (patchkit.measure.shards;
+    `shards`: the split a recorded step used); a process whose (build key, arguments) ran before is
     reused from `cache` (patchkit.measure.reuse) instead of run again."""
     t0 = time.monotonic()
     per: dict[str, dict] = {}
@@ -40,39 +47,18 @@ def run_tests(
     cases: dict[str, dict[str, str]] = {}
     bins = iter(bins)
     first = next(bins, None)
-    per_variant = None if bundle.replay or first is None else count_cases(first, backend, args)
+    listed = None if bundle.replay or first is None else list_cases(first, backend, args)
+    if shards is None:
+        shards = split_shards(listed or [], procs)
+    per_variant = len(listed) if listed else None
     n = expected or 1
     total = per_variant * n if per_variant else None
     with Progress(f"test:{suite}", total=total, unit="case", what=f"{n} variants as they are built") as bar:
         for b in itertools.chain([first] if first else [], bins):
             bar.note(b.variant)
-            argv = [b.exe("test-backend-ops"), "test", "-b", backend, *args]
-            k = reuse.key(b.key, "test-backend-ops test", ("-b", backend, *args)) if cache and b.key else ""
-            hit = reuse.lookup(cache, k) if k else None
-            if hit is not None:
-                log = bundle.raw_log(f"test-{suite}-{b.variant}")
-                reuse.copy_into(*hit, log)
-                done = completed_from_log(log)
-                why = failure(done, None)
-                print(f"[test:{suite}] {b.variant}: reused {hit[1]} (same build key and arguments)")
-                bar.update(per_variant or 0)
-            else:
-                if jobs:
-                    argv += ["-j", str(jobs)]
-                done, why, log = run_logged(
-                    bundle,
-                    f"test-{suite}-{b.variant}",
-                    argv,
-                    timeout=timeout,
-                    on_line=_counter(bar, b.variant),
-                    separate_stderr=True,
-                )
-            logs.append(bundle.rel(log))
-            _record_variant(per, cases, b, done, why, log, bundle, backend)
-            if hit is not None:
-                per[b.variant]["reused_from"] = hit[1]
-            elif k and done is not None and not why and per[b.variant]["status"] in ("ok", "fail"):
-                reuse.store(cache, k, bundle, log)
+            runs = _variant_processes(bundle, b, suite, args, shards, backend, jobs, timeout, cache, bar)
+            logs += [bundle.rel(r.log) for r in runs]
+            _record_variant(per, cases, b, runs, bundle, backend)
     diff = {}
     ref = cases.get("base")
     if ref is not None:
@@ -101,19 +87,121 @@ def run_tests(
         reason=reason,
         seconds=round(time.monotonic() - t0, 1),
         logs=logs,
-        data={"suite": suite, "args": list(args), "backend": backend, "variants": per, "diff": diff},
+        data={
+            "suite": suite,
+            "args": list(args),
+            "backend": backend,
+            "variants": per,
+            "diff": diff,
+            **({"shards": list(shards)} if shards else {}),
+        },
     )
 
 
-def _record_variant(per: dict, cases: dict, b: Bins, done, why: str, log, bundle: Bundle, backend: str) -> None:
-    """One variant's test run as its entry in the step's data (and its case results in `cases`)."""
+def _variant_processes(
+    bundle: Bundle, b: Bins, suite: str, args, shards: list[str], backend: str, jobs: int, timeout: float, cache, bar
+) -> list[_Process]:
+    """A variant's test processes, all at once: one per share of the cases (one when not split)."""
+    parts = [_shard_args(args, p) for p in shards] or [args]
+    n = len(parts)
+    names = [f"test-{suite}-{b.variant}" + (f"-{i + 1}of{n}" if n > 1 else "") for i in range(n)]
+    each = jobs // n or jobs
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        jobs_of = [
+            pool.submit(_one_process, bundle, b, nm, a, backend, each, timeout, cache, bar)
+            for nm, a in zip(names, parts)
+        ]
+        return [j.result() for j in jobs_of]
+
+
+@dataclass(frozen=True)
+class _Process:
+    done: proc.Completed | None
+    why: str
+    log: Path
+    reused_from: str = ""
+
+
+def _shard_args(args: tuple[str, ...], pattern: str) -> tuple[str, ...]:
+    """The suite's arguments with one process's share of the cases (its -p and the suite's together)."""
+    rest, where = list(args), ""
+    if "-p" in rest:
+        i = rest.index("-p")
+        where = rest[i + 1] if i + 1 < len(rest) else ""
+        del rest[i : i + 2]
+    return (*rest, "-p", scope_both(where, pattern))
+
+
+def _one_process(
+    bundle: Bundle, b: Bins, name: str, args: tuple[str, ...], backend: str, jobs: int, timeout: float, cache, bar
+) -> _Process:
+    """One test-backend-ops test process of a variant (or its reused log)."""
+    k = reuse.key(b.key, "test-backend-ops test", ("-b", backend, *args)) if cache and b.key else ""
+    hit = reuse.lookup(cache, k) if k else None
+    if hit is not None:
+        log = bundle.raw_log(name)
+        reuse.copy_into(*hit, log)
+        done = completed_from_log(log)
+        print(f"[{name}] reused {hit[1]} (same build key and arguments)")
+        bar.update(sum(1 for ln in done.stdout.splitlines() if _CASE_LINE.match(ln)))
+        return _Process(done, failure(done, None), log, reused_from=hit[1])
+    argv = [b.exe("test-backend-ops"), "test", "-b", backend, *args, *(["-j", str(jobs)] if jobs else [])]
+    done, why, log = run_logged(
+        bundle, name, argv, timeout=timeout, on_line=_counter(bar, b.variant), separate_stderr=True
+    )
+    if k and done is not None and not why and done.returncode in (0, 1):
+        reuse.store(cache, k, bundle, log)
+    return _Process(done, why, log)
+
+
+def _record_variant(per: dict, cases: dict, b: Bins, runs: list[_Process], bundle: Bundle, backend: str) -> None:
+    """A variant's test processes as one entry in the step's data (its case results in `cases`)."""
+    parts = [_entry(r, bundle, backend) for r in runs]
+    entries = [e for e, _ in parts]
+    entry = entries[0] if len(entries) == 1 else _merge(entries)
+    if len(runs) > 1:
+        entry["logs"] = [bundle.rel(r.log) for r in runs]
+    reused = [r.reused_from for r in runs if r.reused_from]
+    if reused:
+        entry["reused_from"] = reused[0] if len(reused) == 1 else reused
+    cases[b.variant] = {k: v for _, c in parts for k, v in c.items()}
+    per[b.variant] = entry
+
+
+def _merge(entries: list[dict]) -> dict:
+    """One variant's entries of several processes (each its share of the cases) as one."""
+    rank = {Status.ERROR.value: 3, Status.FAIL.value: 2, Status.OK.value: 1, Status.NOT_RUN.value: 0}
+    ran = [e for e in entries if e["status"] != Status.NOT_RUN.value] or entries
+    status = max((e["status"] for e in ran), key=lambda st: rank[st])
+    backends: dict[str, dict] = {}
+    for e in entries:
+        for br in e["backends"]:
+            m = backends.setdefault(br["name"], {**br, "tests_passed": 0, "tests_total": 0, "failing": []})
+            if br["tests_total"] is not None:
+                m["tests_passed"] = (m["tests_passed"] or 0) + (br["tests_passed"] or 0)
+                m["tests_total"] = (m["tests_total"] or 0) + br["tests_total"]
+            m["failing"] = sorted(set(m["failing"]) | set(br["failing"]))
+            if rank.get(br["status"], 0) > rank.get(m["status"], 0) or m["status"] == "skipped":
+                m["status"] = br["status"]
+    return {
+        "log": entries[0]["log"],
+        "seconds": max(e["seconds"] for e in entries),
+        "status": status,
+        "reason": "; ".join(e["reason"] for e in entries if e["reason"] and e["status"] == status),
+        "backends": list(backends.values()),
+        **{k: sum(e[k] for e in entries) for k in ("n_ok", "n_fail", "n_not_supported")},
+    }
+
+
+def _entry(r: _Process, bundle: Bundle, backend: str) -> tuple[dict, dict[str, str]]:
+    """One test process as an entry of the step's data, and its case results."""
+    done, why, log = r.done, r.why, r.log
     entry: dict = {"log": bundle.rel(log), "seconds": round(done.seconds, 1) if done else 0.0}
     try:
         tr = parsers.parse_test_console(done.stdout if done else "", str(log), partial=bool(why))
     except ParseError as e:
         entry.update(status=Status.ERROR.value, reason=why or str(e), backends=[], n_ok=0, n_fail=0, n_not_supported=0)
-        per[b.variant] = entry
-        return
+        return entry, {}
     backends = []
     for br in tr.backends:
         backends.append(
@@ -126,7 +214,6 @@ def _record_variant(per: dict, cases: dict, b: Bins, done, why: str, log, bundle
             }
         )
     run_cases = [c for c in tr.cases if c.status in ("ok", "fail")]
-    cases[b.variant] = {c.name: c.status for c in run_cases}
     if why:
         status, reason = Status.ERROR, why
     elif tr.status == "not_run":
@@ -143,7 +230,7 @@ def _record_variant(per: dict, cases: dict, b: Bins, done, why: str, log, bundle
         n_fail=sum(1 for c in tr.cases if c.status == "fail"),
         n_not_supported=sum(1 for c in tr.cases if c.status == "not_supported"),
     )
-    per[b.variant] = entry
+    return entry, {c.name: c.status for c in run_cases}
 
 
 def step(built: Built, opts: RunOptions, name: str) -> Step:
@@ -164,6 +251,7 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
         args=inputs(built, opts, name)["args"],
         backend=opts.device,
         jobs=opts.test.jobs,
+        procs=opts.test.procs,
         cache=built.ctx.ws.cache / "measure" if opts.reuse else None,
     )
     if built.same_code:
@@ -182,20 +270,39 @@ def inputs(built: Built, opts: RunOptions, name: str) -> dict:
 def reparse(bundle: Bundle, old: Step, bins: list[Bins]) -> Step:
     d = old.data
     tested = [b for b in bins if b.variant in d.get("variants", {})] or bins
-    return run_tests(bundle, tested, suite=d["suite"], args=tuple(d["args"]), backend=d["backend"])
+    return run_tests(
+        bundle,
+        tested,
+        suite=d["suite"],
+        args=tuple(d["args"]),
+        backend=d["backend"],
+        shards=list(d.get("shards") or []),
+    )
 
 
 _CASE_LINE = re.compile(r"^\s+[A-Z][A-Z0-9_]*\(.*\): ")
 
 
-def count_cases(b: Bins, backend: str, args: tuple[str, ...]) -> int | None:
-    """How many cases a test run will report: test-backend-ops' fast `support` mode, same selection."""
+def list_cases(b: Bins, backend: str, args: tuple[str, ...]) -> list[str] | None:
+    """The cases (their params) a test run will report: test-backend-ops' fast `support` mode, same selection."""
     try:
         done = proc.run([b.exe("test-backend-ops"), "support", "-b", backend, *args], echo=False, check=False)
     except ToolNotFound:
         return None
-    n = sum(1 for ln in done.stdout.splitlines() if _CASE_LINE.match(ln))
-    return n or None
+    out = []
+    for ln in done.stdout.splitlines():
+        if _CASE_LINE.match(ln):
+            m = re.match(r"^\s+[A-Z][A-Z0-9_]*\((.*)\): ", ln)
+            out.append(m.group(1) if m else "")
+    return out or None
+
+
+def split_shards(cases: list[str], procs: int) -> list[str]:
+    """The -p regexes of `procs` processes (patchkit.measure.shards), said when the cases cannot be split."""
+    out = sharding.split(cases, procs)
+    if procs > 1 and cases and not out:
+        print(f"test: the cases cannot be split {procs} ways by one parameter: one process")
+    return out
 
 
 def _counter(bar: Progress, variant: str):
