@@ -87,6 +87,7 @@ def summary(results: dict[str, Any]) -> dict[str, Any]:
         "busy_s": busy,
         "overlap": results.get("timeline", {}).get("overlap"),
         "critical_path": _on_path(critical_path(sp)),
+        "finished": "timeline" in results,  # a run that stopped early records no wall time
     }
 
 

@@ -136,3 +136,17 @@ def _size(params: str) -> str:
 def test_committed_report_is_what_the_results_render(tmp_path):
     text = report.render([Bundle.open(RUN)], "md", tmp_path)
     assert text == (RUN / "report.md").read_text()
+
+
+def test_the_interrupted_changed_run_says_what_it_measured_and_that_it_did_not_finish(tmp_path):
+    """examples/h200-fast/changed: the warm loop with --changed, cut short by the end of the device time
+    in its kernel timing (its PROVENANCE.md): no wall time is claimed, and the scope is in the report."""
+    run = ROOT / "examples" / "h200-fast" / "changed"
+    text = report.render([Bundle.open(run)], "md", tmp_path)
+    assert "The run did not finish: its recorded steps span 197 s" in text and "Wall time" not in text
+    assert "`--changed`: cases measured: `(?:hsk=256,hsv=256,)`" in text
+    assert "`--changed`: `+0001`: not measured: unchanged since its last build" in text
+    assert "| `0002` |" in text and "145/145 passed" in text
+    res = json.loads((run / "results.json").read_text())
+    assert set(res["scope"]["unchanged"]) == {"base", "+0001"}
+    assert res["steps"]["test:flash_attn"]["data"]["variants"]["+0001+0002"]["n_ok"] == 145
