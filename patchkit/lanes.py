@@ -9,6 +9,7 @@ in the noise floor. With `overlap=False` the GPU lane starts only when the CPU l
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import queue
 import threading
@@ -17,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from patchkit import build as build_mod
-from patchkit import compiled, series, source
+from patchkit import compiled, proc, series, source
 from patchkit.measure.tool import Bins
 from patchkit.options import Context, RunOptions
 from patchkit.results import Bundle, Status, Step
@@ -30,6 +31,9 @@ def _relative(d: dict, root: Path) -> dict:
         if out.get(k) and Path(out[k]).is_absolute() and Path(out[k]).is_relative_to(root):
             out[k] = str(Path(out[k]).relative_to(root))
     return out
+
+
+CPU_STEPS = "cpu-steps"  # the process group of the CPU lane's steps (patchkit.proc.held)
 
 
 def now() -> str:
@@ -69,7 +73,8 @@ class BuildLane:
         try:
             self._build_all()
             while (job := self._queue.get()) is not None:
-                job()
+                with proc.group(CPU_STEPS):
+                    job()
         except BaseException as e:  # handed to the GPU lane, which raises it
             with self._cond:
                 self._error = e
@@ -162,6 +167,17 @@ class BuildLane:
             i += 1
             if not skip:
                 yield b
+
+    @contextlib.contextmanager
+    def quiet(self, name: str):
+        """While a step that times kernels runs: the builds done (it needs them all anyway) and the CPU
+        lane's steps held (their processes stopped, new ones kept back), so that no compile shares the
+        machine with the timing."""
+        self.all()
+        with proc.held(CPU_STEPS) as stopped:
+            if stopped:
+                print(f"[{name}] {stopped} process(es) of the CPU lane held while it times")
+            yield
 
     # --- CPU steps
 

@@ -107,6 +107,7 @@ class RunOptions:
     check_archs: tuple[str, ...] = ()
     measure_same_code: bool = False  # also measure variants that compile to base's code
     overlap: bool = True  # builds and CPU steps beside the GPU steps (patchkit.lanes)
+    overlap_timing: bool = False  # CPU steps also beside the steps that time kernels (default: held)
     reuse: bool = True  # reuse finished deterministic measurements by key (patchkit.measure.reuse)
     changed: bool = False  # measure only what changed since each variant's last build (patchkit.scope)
     test: TestOptions
@@ -183,6 +184,7 @@ def resolve_run(
         check_archs=tuple(cli.get("check_arch") or ()),  # type: ignore[arg-type]
         measure_same_code=bool(cli.get("measure_same_code")),
         overlap=not cli.get("no_overlap"),
+        overlap_timing=bool(cli.get("overlap_timing")),
         reuse=not cli.get("no_reuse"),
         changed=bool(cli.get("changed")),
         test=TestOptions(

@@ -196,7 +196,11 @@ def run(ctx: Context, opts: RunOptions, *, label: str) -> Bundle:
         if not opts.overlap:
             lane.finish()
         for kind, name in gpu:
-            _one(built, opts, kind, name)
+            if kind.timing and opts.overlap and not opts.overlap_timing:
+                with lane.quiet(name):
+                    _one(built, opts, kind, name)
+            else:
+                _one(built, opts, kind, name)
     finally:
         lane.finish()
     bundle.set_meta(timeline={"started": started, "wall_s": round(time.monotonic() - t0, 1), "overlap": opts.overlap})

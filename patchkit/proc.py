@@ -87,6 +87,84 @@ def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
             os.kill(p, sig)
 
 
+def stop_tree(pid: int) -> None:
+    """SIGSTOP `pid` and every process under it, the parent first (a stopped process starts no child);
+    the tree is listed twice, for a child started between the first listing and its parent's stop."""
+    for _ in range(2):
+        tree, todo = [], [pid]
+        kids = _children()
+        while todo:
+            p = todo.pop()
+            tree.append(p)
+            todo.extend(kids.get(p, []))
+        for p in tree:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(p, signal.SIGSTOP)
+
+
+# Held processes: the CPU lane's steps (compile checks) are stopped while a step that times kernels
+# runs, so that no compile shares the machine with a timing (patchkit.pipeline). A thread says which
+# group its processes belong to (`group`); `held(group)` stops the running ones and makes new ones
+# wait, until it ends.
+_local = threading.local()
+_hold = threading.Condition()
+_held: set[str] = set()
+_running: dict[int, str] = {}  # pid -> group
+
+
+@contextlib.contextmanager
+def group(name: str):
+    """Processes this thread starts inside belong to `name`."""
+    old = getattr(_local, "group", "")
+    _local.group = name
+    try:
+        yield
+    finally:
+        _local.group = old
+
+
+@contextlib.contextmanager
+def held(name: str):
+    """Stop the running processes of group `name` (and their children) and hold new ones back; all
+    go on at the end."""
+    with _hold:
+        _held.add(name)
+        pids = [p for p, g in _running.items() if g == name]
+        for p in pids:
+            stop_tree(p)
+    try:
+        yield len(pids)
+    finally:
+        with _hold:
+            _held.discard(name)
+            for p, g in list(_running.items()):
+                if g == name:
+                    kill_tree(p, signal.SIGCONT)
+            _hold.notify_all()
+
+
+def _started(pid: int) -> None:
+    name = getattr(_local, "group", "")
+    if not name:
+        return
+    with _hold:
+        _running[pid] = name
+        if name in _held:  # held between the wait and the start
+            stop_tree(pid)
+
+
+def _ended(pid: int) -> None:
+    with _hold:
+        _running.pop(pid, None)
+
+
+def _wait_if_held() -> None:
+    name = getattr(_local, "group", "")
+    if name:
+        with _hold:
+            _hold.wait_for(lambda: name not in _held)
+
+
 def _wait(p: subprocess.Popen, timeout: float | None) -> int | None:
     """The child's exit status; None when it ran past `timeout` (it and its descendants are killed).
     On Ctrl-C the child's tree gets SIGTERM and is waited for."""
@@ -162,6 +240,7 @@ def run(
         sys.stderr.flush()
     if log is not None:
         log.parent.mkdir(parents=True, exist_ok=True)
+    _wait_if_held()
     start = time.monotonic()
     out_chunks: list[str] = []
     err_tail: list[str] = []
@@ -213,7 +292,11 @@ def run(
                 readers.append(threading.Thread(target=pump, args=(p.stderr, False), daemon=True))
             for reader in readers:
                 reader.start()
-            returncode = _wait(p, timeout)
+            _started(p.pid)
+            try:
+                returncode = _wait(p, timeout)
+            finally:
+                _ended(p.pid)
             for reader in readers:
                 reader.join(timeout=10)
     seconds = time.monotonic() - start

@@ -51,6 +51,7 @@ class StepKind:
     reparse: Callable[[Bundle, Step, list[Bins]], Step] | None = None
     imports: ImportSpec | None = None
     section: str = ""  # its section of the report: a key of patchkit.report.SECTIONS ('' = the name)
+    timing: bool = False  # it times kernels: the CPU lane's steps are held while it runs (patchkit.pipeline)
 
     @property
     def report_section(self) -> str:
@@ -89,6 +90,7 @@ STEPS: tuple[StepKind, ...] = (
         help="kernel timing: test-backend-ops perf, variants interleaved with an A/A copy of base",
         resource=Resource.GPU,
         names=_one("bench:kernel"),
+        timing=True,
         run=kernel.step,
         inputs=kernel.inputs,
         reparse=kernel.reparse,
@@ -108,6 +110,7 @@ STEPS: tuple[StepKind, ...] = (
         help="decode throughput: llama-bench per variant and depth",
         resource=Resource.GPU,
         names=_one("bench:decode"),
+        timing=True,
         run=decode.step,
         inputs=decode.inputs,
         reparse=decode.reparse,

@@ -121,6 +121,12 @@ def _run_common(p: argparse.ArgumentParser) -> None:
         help="run builds and compile checks before the GPU steps instead of beside them",
     )
     p.add_argument(
+        "--overlap-timing",
+        action="store_true",
+        help="let compile checks run beside kernel timing and decode too (default: held while they time; "
+        "docs/kernel-timing.md shows what a compile beside them does to the times)",
+    )
+    p.add_argument(
         "--no-reuse",
         action="store_true",
         help="run every test again even where the same build ran the same test before (default: reused, and said)",

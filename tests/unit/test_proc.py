@@ -46,3 +46,36 @@ def test_failure_names_the_program_and_exit_code(tmp_path):
         proc.run([PY, "-c", "raise SystemExit(3)"], log=log, echo=False)
     assert "exited with 3" in str(e.value) and str(log) in str(e.value)
     assert log.read_text().splitlines()[-1].startswith("# exit: 3, ")
+
+
+def test_held_stops_a_groups_processes_and_holds_back_new_ones(tmp_path):
+    """patchkit.proc.held: the CPU lane's compiles stop while kernels are timed (real processes)."""
+    import re
+    import sys
+    import threading
+    import time as _time
+
+    tick = "import time\nfor _ in range(40):\n    print(time.time(), flush=True)\n    time.sleep(0.02)\n"
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+
+    def start(log):
+        with proc.group("g"):
+            proc.run([sys.executable, "-c", tick], log=log, echo=False)
+
+    a = threading.Thread(target=start, args=(logs[0],))
+    a.start()
+    _time.sleep(0.3)
+    with proc.held("g") as stopped:
+        b = threading.Thread(target=start, args=(logs[1],))  # started while held: waits
+        b.start()
+        _time.sleep(1.0)
+        released = _time.time()
+    a.join(10)
+    b.join(10)
+    assert stopped == 1
+    ticks = [[float(x) for x in log.read_text().splitlines() if re.fullmatch(r"\d+\.\d+", x)] for log in logs]
+    assert len(ticks[0]) == len(ticks[1]) == 40
+    assert max(y - x for x, y in zip(ticks[0], ticks[0][1:])) > 0.8  # stopped for about 1 s
+    assert ticks[1][0] >= released - 0.05  # held back until the end
+    with proc.held("other"):  # another group's hold does not stop this one
+        start(tmp_path / "c.log")
