@@ -1,0 +1,70 @@
+"""The CPU lane held while kernels are timed, for real: the default recipe's base and +0001 on the CPU
+backend with the sm_89 compile check of +0001 (nvcc compiling fattn.cu) on the CPU lane; the kernel
+timing and decode steps stop that compile while they time and let it go on after."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+SMALL_TESTS = r"hsk=64,hsv=64,nh=4,nr23=\[1,1\],kv=113,"
+SMALL_PERF = r"kv=4096,nb=1,.*type_K=q4_0"
+
+
+def _span(step: dict) -> tuple[float, float]:
+    t = datetime.fromisoformat(step["started"]).timestamp()
+    return t, t + step["seconds"]
+
+
+@pytest.mark.skipif(
+    shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
+    reason="no nvcc: the CUDA compile check needs the CUDA toolkit",
+)
+def test_compile_check_is_held_while_kernels_are_timed(cpu_build, work, cli):
+    obj = work.builds("seed-fattn", "check-cuda-89") / "build/ggml/src/ggml-cuda/CMakeFiles/ggml-cuda.dir/fattn.cu.o"
+    obj.unlink(missing_ok=True)  # the check compiles fattn.cu again, for tens of seconds
+    run = work.runs("seed-fattn") / "ci-hold"
+    shutil.rmtree(run, ignore_errors=True)
+    r = cli(
+        "run",
+        "--backend",
+        "cpu",
+        "--work",
+        str(work.root),
+        "-j",
+        "2",
+        "--run",
+        "ci-hold",
+        "--variant",
+        "base",
+        "--variant",
+        "+0001",
+        "--check-arch",
+        "89",
+        "--measure-same-code",
+        "--filter",
+        SMALL_TESTS,
+        "--test-jobs",
+        "2",
+        "--params",
+        SMALL_PERF,
+        "--rounds",
+        "2",
+        "--kernel-max-rounds",
+        "2",
+        "--skip",
+        "numerics",
+        "--skip",
+        "bench:decode",
+    )
+    assert "[bench:kernel] 1 process(es) of the CPU lane held while it times" in r.stdout
+    steps = json.loads((run / "results.json").read_text())["steps"]
+    check, kernel = steps["check:cuda-89"], steps["bench:kernel"]
+    assert check["status"] == "ok" and kernel["status"] == "ok"
+    assert [i["source"] for i in check["data"]["items"]] == ["ggml/src/ggml-cuda/fattn.cu"]
+    (c0, c1), (k0, k1) = _span(check), _span(kernel)
+    assert c0 < k0 and k1 < c1  # the check began first, and ended after the timing (held through it)
