@@ -174,10 +174,11 @@ class BuildLane:
         lane's steps held (their processes stopped, new ones kept back), so that no compile shares the
         machine with the timing."""
         self.all()
-        with proc.held(CPU_STEPS) as stopped:
-            if stopped:
-                print(f"[{name}] {stopped} process(es) of the CPU lane held while it times")
+        with proc.held(CPU_STEPS) as h:
             yield
+        if h.stopped or h.kept:
+            what = f"{h.stopped} process(es) stopped, {h.kept} kept from starting"
+            print(f"[{name}] CPU lane held while it timed: {what}")
 
     # --- CPU steps
 

@@ -108,7 +108,17 @@ def stop_tree(pid: int) -> None:
 # wait, until it ends.
 _local = threading.local()
 _hold = threading.Condition()
-_held: set[str] = set()
+
+
+@dataclass
+class Hold:
+    """What a hold did: processes it stopped, processes it kept from starting."""
+
+    stopped: int = 0
+    kept: int = 0
+
+
+_held: dict[str, Hold] = {}
 _running: dict[int, str] = {}  # pid -> group
 
 
@@ -126,17 +136,19 @@ def group(name: str):
 @contextlib.contextmanager
 def held(name: str):
     """Stop the running processes of group `name` (and their children) and hold new ones back; all
-    go on at the end."""
+    go on at the end. Yields a Hold that counts them."""
+    h = Hold()
     with _hold:
-        _held.add(name)
-        pids = [p for p, g in _running.items() if g == name]
-        for p in pids:
-            stop_tree(p)
+        _held[name] = h
+        for p, g in list(_running.items()):
+            if g == name:
+                stop_tree(p)
+                h.stopped += 1
     try:
-        yield len(pids)
+        yield h
     finally:
         with _hold:
-            _held.discard(name)
+            _held.pop(name, None)
             for p, g in list(_running.items()):
                 if g == name:
                     kill_tree(p, signal.SIGCONT)
@@ -151,6 +163,7 @@ def _started(pid: int) -> None:
         _running[pid] = name
         if name in _held:  # held between the wait and the start
             stop_tree(pid)
+            _held[name].stopped += 1
 
 
 def _ended(pid: int) -> None:
@@ -162,7 +175,9 @@ def _wait_if_held() -> None:
     name = getattr(_local, "group", "")
     if name:
         with _hold:
-            _hold.wait_for(lambda: name not in _held)
+            if name in _held:
+                _held[name].kept += 1
+                _hold.wait_for(lambda: name not in _held)
 
 
 def _wait(p: subprocess.Popen, timeout: float | None) -> int | None:

@@ -65,14 +65,14 @@ def test_held_stops_a_groups_processes_and_holds_back_new_ones(tmp_path):
     a = threading.Thread(target=start, args=(logs[0],))
     a.start()
     _time.sleep(0.3)
-    with proc.held("g") as stopped:
+    with proc.held("g") as h:
         b = threading.Thread(target=start, args=(logs[1],))  # started while held: waits
         b.start()
         _time.sleep(1.0)
         released = _time.time()
     a.join(10)
     b.join(10)
-    assert stopped == 1
+    assert (h.stopped, h.kept) == (1, 1)
     ticks = [[float(x) for x in log.read_text().splitlines() if re.fullmatch(r"\d+\.\d+", x)] for log in logs]
     assert len(ticks[0]) == len(ticks[1]) == 40
     assert max(y - x for x, y in zip(ticks[0], ticks[0][1:])) > 0.8  # stopped for about 1 s
