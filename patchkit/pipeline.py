@@ -179,8 +179,10 @@ def run(ctx: Context, opts: RunOptions, *, label: str) -> Bundle:
         raise ResultsError(f"{held.path}: this run was started {was} --changed; resume it {was} --changed")
     base = fetch(ctx)
     states = apply(ctx, base, only=opts.variants, leave_one_out=opts.leave_one_out, force=opts.force)
+    sc = run_scope(ctx, held, states, opts)  # before the run folder is made: a bad rule writes nothing
     bundle = held or open_bundle(ctx, base, states, opts, label=label)
-    sc = run_scope(ctx, bundle, states, opts, fresh=held is None)
+    if sc is not None and held is None:
+        bundle.set_meta(scope=sc.to_dict())
     t0, started = time.monotonic(), lanes.now()
     lane = lanes.BuildLane(ctx, bundle, base, states, opts, record).start()
     built = Built(
@@ -211,17 +213,16 @@ def run(ctx: Context, opts: RunOptions, *, label: str) -> Bundle:
 
 
 def run_scope(
-    ctx: Context, bundle: Bundle, states: list[series.VariantState], opts: RunOptions, *, fresh: bool
+    ctx: Context, held: Bundle | None, states: list[series.VariantState], opts: RunOptions
 ) -> scope.Scope | None:
     """With --changed, what this run measures (patchkit.scope): worked out before the builds of a new run
-    folder and kept in it; a resumed run reads it back (its builds have replaced the last ones)."""
-    kept = bundle.data.get("scope")
-    if not fresh and kept is not None:  # pipeline.run checked that --changed is given again
-        return scope.Scope.from_dict(kept)
-    if not opts.changed or not fresh:
+    folder (and kept in it by the caller); a resumed run reads it back (its builds replaced the last ones)."""
+    if held is not None:  # pipeline.run checked that --changed is given again
+        kept = held.data.get("scope")
+        return scope.Scope.from_dict(kept) if kept is not None else None
+    if not opts.changed:
         return None
     sc = scope.compute(ctx.ws, ctx.recipe, states, opts.build)
-    bundle.set_meta(scope=sc.to_dict())
     for v, why in sc.unchanged.items():
         print(f"--changed: {v}: {why}")
     print(f"--changed: cases: {sc.params or 'every case'} ({sc.why})")

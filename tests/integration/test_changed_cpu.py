@@ -84,3 +84,19 @@ def test_changed_measures_only_the_edited_variant_on_the_cases_its_row_affects(c
     assert "`--changed`: `+0001`: not measured: unchanged since its last build" in md
     assert "`--changed`: `base`: not tested again, timed again as the reference" in md
     assert again.returncode == 2 and "started with --changed" in again.stderr and "applied" not in again.stdout
+
+
+def test_a_bad_affects_rule_is_refused_before_the_run_folder_is_made(cpu_build, work, cli, tmp_path):
+    proj = _edited_project(tmp_path)
+    recipe = proj / "recipes" / "default.toml"
+    recipe.write_text(recipe.read_text().replace("params = 'hsk={DKQ},hsv={DV},'", "params = 'hsk={nosuch},'"))
+    run = work.runs("seed-fattn") / "ci-changed-bad"
+    shutil.rmtree(run, ignore_errors=True)
+    args = ["--recipe", str(recipe), "--backend", "cpu", "--work", str(work.root), "--run", "ci-changed-bad"]
+    try:
+        r = cli("run", *args, "--changed", check=False)
+    finally:
+        cli("build", "--backend", "cpu", "--work", str(work.root), "-j", "2")
+    assert r.returncode == 2
+    assert "affects[0].params: {nosuch} is not a column of GGML_CUDA_FATTN_MMA_CONFIG_CASE" in r.stderr
+    assert not run.exists()
