@@ -73,16 +73,21 @@ def _children() -> dict[int, list[int]]:
     return kids
 
 
-def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
-    """Signal `pid` and every process under it (children first found, then the parent: an orphan
-    would be re-parented to init and escape)."""
+def _tree(pid: int) -> list[int]:
+    """`pid` and every process under it, parents before their children (from /proc)."""
     tree, todo = [], [pid]
     kids = _children() if os.path.isdir("/proc") else {}
     while todo:
         p = todo.pop()
         tree.append(p)
         todo.extend(kids.get(p, []))
-    for p in reversed(tree):
+    return tree
+
+
+def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
+    """Signal `pid` and every process under it (children first found, then the parent: an orphan
+    would be re-parented to init and escape)."""
+    for p in reversed(_tree(pid)):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(p, sig)
 
@@ -91,13 +96,7 @@ def stop_tree(pid: int) -> None:
     """SIGSTOP `pid` and every process under it, the parent first (a stopped process starts no child);
     the tree is listed twice, for a child started between the first listing and its parent's stop."""
     for _ in range(2):
-        tree, todo = [], [pid]
-        kids = _children()
-        while todo:
-            p = todo.pop()
-            tree.append(p)
-            todo.extend(kids.get(p, []))
-        for p in tree:
+        for p in _tree(pid):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(p, signal.SIGSTOP)
 

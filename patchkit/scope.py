@@ -26,7 +26,6 @@ from patchkit import vcs
 from patchkit.errors import RecipeError
 from patchkit.recipe import Affects, Recipe
 from patchkit.series import VariantState
-from patchkit.source import open_cache_repo
 from patchkit.sweep import table as tbl
 from patchkit.workspace import Workspace, read_json
 
@@ -117,8 +116,7 @@ def _show(ws: Workspace, commit: str, path: str) -> str | None:
 
 def affected(ws: Workspace, recipe: Recipe, old: str, new: str) -> tuple[list[str], list[dict], str | None, str]:
     """(changed files, changed rows, the cases' regex or None for every case, why) between two heads."""
-    repo = open_cache_repo(ws)
-    files = [f for f in repo.git.diff("--name-only", old, new).split() if f]
+    files = vcs.git(ws.repo, f"--git-dir={ws.repo}", "diff", "--name-only", old, new, check=True).text.split()
     if not files:
         return files, [], None, "no file changed (a patch's text or metadata only)"
     parts, rows_all = [], []

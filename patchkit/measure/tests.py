@@ -280,7 +280,7 @@ def reparse(bundle: Bundle, old: Step, bins: list[Bins]) -> Step:
     )
 
 
-_CASE_LINE = re.compile(r"^\s+[A-Z][A-Z0-9_]*\(.*\): ")
+_CASE_LINE = re.compile(r"^\s+[A-Z][A-Z0-9_]*\((.*)\): ")  # group 1: the case's params
 
 
 def list_cases(b: Bins, backend: str, args: tuple[str, ...]) -> list[str] | None:
@@ -289,11 +289,7 @@ def list_cases(b: Bins, backend: str, args: tuple[str, ...]) -> list[str] | None
         done = proc.run([b.exe("test-backend-ops"), "support", "-b", backend, *args], echo=False, check=False)
     except ToolNotFound:
         return None
-    out = []
-    for ln in done.stdout.splitlines():
-        if _CASE_LINE.match(ln):
-            m = re.match(r"^\s+[A-Z][A-Z0-9_]*\((.*)\): ", ln)
-            out.append(m.group(1) if m else "")
+    out = [m.group(1) for ln in done.stdout.splitlines() if (m := _CASE_LINE.match(ln))]
     return out or None
 
 

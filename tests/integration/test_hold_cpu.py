@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-SMALL_TESTS = r"hsk=64,hsv=64,nh=4,nr23=\[1,1\],kv=113,"
-SMALL_PERF = r"kv=4096,nb=1,.*type_K=q4_0"
+from tests.integration.test_cli_cpu import SMALL_PERF, SMALL_TESTS
 
 
 def _span(step: dict) -> tuple[float, float]:
