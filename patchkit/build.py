@@ -25,7 +25,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from patchkit import proc, vcs
+from patchkit import proc, units, vcs
 from patchkit.errors import BuildError, CommandError, ToolNotFound
 from patchkit.parsers.compiler import failed_objects, first_compiler_error
 from patchkit.progress import Progress
@@ -45,6 +45,7 @@ class BuildOptions:
     cmake_options: tuple[str, ...] = ()
     targets: tuple[str, ...] = ()
     jobs: int = 0
+    full_rebuild: bool = False  # recompile every includer of a changed file ([[affects]] units ignored)
 
     @property
     def config(self) -> str:
@@ -55,6 +56,7 @@ class BuildOptions:
     def key_material(self) -> dict:
         d = asdict(self)
         d.pop("jobs")
+        d.pop("full_rebuild")  # the same binaries either way, by the rules' statement
         return d
 
 
@@ -65,6 +67,7 @@ def options_from(
     archs: tuple[str, ...] = (),
     jobs: int = 0,
     extra: tuple[str, ...] = (),
+    full_rebuild: bool = False,
 ) -> BuildOptions:
     b = recipe.build
     backend = backend or b.backend
@@ -88,6 +91,7 @@ def options_from(
         cmake_options=tuple(b.cmake_options) + tuple(extra),
         targets=tuple(b.targets),
         jobs=jobs or b.jobs,
+        full_rebuild=full_rebuild,
     )
 
 
@@ -197,6 +201,7 @@ class BuildResult:
     reused: bool
     steps: int  # ninja edges run (0 when reused)
     log: str
+    cleared: dict = field(default_factory=dict)  # units not recompiled by [[affects]] units (patchkit.units)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -357,11 +362,18 @@ def build_variants(
                 results.append(done)
                 continue
             t0 = time.monotonic()
-            tree = move_tree(ws, recipe, root, base, state.head)
             bdir = root / "build"
+            rows = None if opts.full_rebuild else units.prepare(recipe, root / "tree", bdir, state.head, tc.env)
+            tree = move_tree(ws, recipe, root, base, state.head)
+            if rows is not None:
+                rows.apply(tree, bdir)
+                n, files = len(rows.cleared.units), ", ".join(rows.cleared.covered)
+                print(f"{state.name}: {n} units not recompiled: the changed rows are not read there ({files})")
+            (bdir / units.STAMP).unlink(missing_ok=True)
             configure(tree, bdir, opts, tc, logs / f"configure-{opts.config}-{state.name}.log")
             log = logs / f"build-{opts.config}-{state.name}.log"
             done_run = run_ninja(bdir, list(opts.targets), opts, tc, log, f"build {state.name}")
+            write_json(bdir / units.STAMP, {"head": state.head})
             steps = sum(1 for ln in done_run.stdout.splitlines() if _Progress._RE.match(ln))
             out = bin_dir(ws, recipe, opts, state.name)
             tmp = out.with_name(out.name + ".tmp")
@@ -382,6 +394,7 @@ def build_variants(
                 reused=False,
                 steps=steps,
                 log=str(log),
+                cleared=rows.cleared.to_dict() if rows is not None else {},
             )
             write_json(tmp / "manifest.json", _manifest(ws, result, tc, opts))
             shutil.rmtree(out, ignore_errors=True)
@@ -442,9 +455,23 @@ class CheckItem:
     source: str
     ok: bool
     error: str = ""
+    cleared: str = ""  # not compiled: why the change does not reach it ([[affects]] units)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def _cleared(recipe: Recipe, repo, tree: Path, old: str, new: str, changed: list[str]) -> dict[str, str]:
+    """The units (path -> why) a variant's change against base does not reach, by the [[affects]] units rules."""
+    if not any(a.units and a.file in changed for a in recipe.affects):
+        return {}
+
+    def text(which: str, f: str) -> str | None:
+        r = vcs.git(repo.git_dir, f"--git-dir={repo.git_dir}", "show", f"{old if which == 'old' else new}:{f}")
+        return r.stdout.decode("utf-8", "replace") if r.ok else None
+
+    graph = {f: set(includers(tree, [f])) for f in changed}
+    return units.clear(recipe, changed, text, graph).units
 
 
 def check(
@@ -468,6 +495,21 @@ def check(
                 sources = includers(tree, changed_by[state.name])
                 if one.backend == "cuda":
                     sources = [s for s in sources if s.startswith("ggml/src/ggml-cuda/")]
+                cleared = (
+                    {}
+                    if opts.full_rebuild
+                    else _cleared(recipe, repo, tree, base.commit, state.head, changed_by[state.name])
+                )
+                if cleared:
+                    sources = [s for s in sources if s not in cleared]
+                    print(
+                        f"check {state.name} arch {arch}: {len(cleared)} units left out: the changed rows are not "
+                        "read there ([[affects]] units)"
+                    )
+                    items += [
+                        CheckItem(variant=state.name, arch=arch, source=s, ok=True, cleared=w)
+                        for s, w in cleared.items()
+                    ]
                 objs = object_targets(bdir, sources, tc.env)
                 missing = [s for s in sources if s not in objs]
                 for s in missing:
@@ -487,6 +529,6 @@ def check(
                 for src, obj in objs.items():
                     err = next((e for o, e in failed.items() if o.endswith(obj) or obj.endswith(o)), "")
                     items.append(CheckItem(variant=state.name, arch=arch, source=src, ok=not err, error=err))
-                n_ok = sum(1 for i in items if i.variant == state.name and i.arch == arch and i.ok)
+                n_ok = sum(1 for i in items if i.variant == state.name and i.arch == arch and i.ok and not i.cleared)
                 print(f"check {state.name} arch {arch}: {n_ok}/{len(objs)} compiled")
     return items

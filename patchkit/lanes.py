@@ -1,10 +1,11 @@
-"""CPU work beside GPU work: the build lane.
+"""CPU work beside GPU work: the build lane and the CPU steps.
 
-One thread builds the variants one after the other (base first), hands each to the GPU lane as soon
-as it is built, records the `build:<config>` step, and then runs the CPU steps (compile checks for
-other arches) while the GPU lane (the caller's thread) measures. Steps that time kernels therefore
-run while compiles load the CPU; the A/A copy of base is timed in the same rounds, so that noise shows
-in the noise floor. With `overlap=False` the GPU lane starts only when the CPU lane is done.
+One thread builds the variants one after the other (base first) and hands each to the GPU lane as soon
+as it is built, then records the `build:<config>` step. Another runs the CPU steps (compile checks for
+other arches) from the start, at the lowest CPU priority (nice 19): they take the cores the builds and
+the GPU steps leave idle and never slow a build. While a step that times kernels runs, the CPU steps and
+the other GPU steps are held (patchkit.proc.held). With `overlap=False` the GPU lane starts only when
+the CPU lane is done.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ def _relative(d: dict, root: Path) -> dict:
 
 
 CPU_STEPS = "cpu-steps"  # the process group of the CPU lane's steps (patchkit.proc.held)
+CPU_STEPS_NICE = 19  # their niceness: they run on what the builds and the GPU steps leave idle
+GPU_SIDE = "gpu-side"  # the process group of the GPU steps that do not time kernels (patchkit.pipeline)
 
 
 def now() -> str:
@@ -62,27 +65,37 @@ class BuildLane:
         self._error: BaseException | None = None
         self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="cpu-lane", daemon=True)
+        self._steps = threading.Thread(target=self._run_steps, name="cpu-steps", daemon=True)
 
     # --- the CPU lane's thread
 
     def start(self) -> BuildLane:
         self._thread.start()
+        self._steps.start()
         return self
+
+    def _fail(self, e: BaseException) -> None:
+        with self._cond:
+            self._error = self._error or e
+            self._cond.notify_all()
 
     def _run(self) -> None:
         try:
             self._build_all()
-            while (job := self._queue.get()) is not None:
-                with proc.group(CPU_STEPS):
-                    job()
         except BaseException as e:  # handed to the GPU lane, which raises it
-            with self._cond:
-                self._error = e
-                self._cond.notify_all()
+            self._fail(e)
         finally:
             with self._cond:
                 self._builds_done = True
                 self._cond.notify_all()
+
+    def _run_steps(self) -> None:
+        try:
+            while (job := self._queue.get()) is not None:
+                with proc.group(CPU_STEPS, nice=CPU_STEPS_NICE):
+                    job()
+        except BaseException as e:
+            self._fail(e)
 
     def _build_all(self) -> None:
         b, ctx = self.opts.build, self.ctx
@@ -170,25 +183,28 @@ class BuildLane:
 
     @contextlib.contextmanager
     def quiet(self, name: str):
-        """While a step that times kernels runs: the builds done (it needs them all anyway) and the CPU
-        lane's steps held (their processes stopped, new ones kept back), so that no compile shares the
-        machine with the timing."""
+        """While a step that times kernels runs: the builds done (it needs them all anyway), and the CPU
+        lane's steps and the other GPU steps held (their processes stopped, new ones kept back), so that
+        nothing shares the machine with the timing."""
         self.all()
-        with proc.held(CPU_STEPS) as h:
+        with proc.held(CPU_STEPS) as h, proc.held(GPU_SIDE) as g:
             yield
-        if h.stopped or h.kept:
-            what = f"{h.stopped} process(es) stopped, {h.kept} kept from starting"
-            print(f"[{name}] CPU lane held while it timed: {what}")
+        for what, x in (("CPU lane", h), ("other GPU steps", g)):
+            if x.stopped or x.kept:
+                print(
+                    f"[{name}] {what} held while it timed: {x.stopped} process(es) stopped, {x.kept} kept from starting"
+                )
 
     # --- CPU steps
 
     def add(self, job: Callable[[], None]) -> None:
-        """Run `job` on the CPU lane after the builds."""
+        """Run `job` on the CPU steps' thread (beside the builds, at low priority)."""
         self._queue.put(job)
 
     def finish(self) -> None:
-        """Wait for the CPU lane to run out of work; its error, if any, is raised here."""
+        """Wait for the builds and the CPU steps; an error of either is raised here."""
         self._queue.put(None)
         self._thread.join()
+        self._steps.join()
         if self._error is not None:
             raise self._error

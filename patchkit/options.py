@@ -155,6 +155,7 @@ def build_options(recipe: Recipe, cli: Mapping[str, object], environ: Mapping[st
         archs=tuple(archs),  # type: ignore[arg-type]
         jobs=jobs,
         extra=extra,
+        full_rebuild=bool(cli.get("full_rebuild")),
     )
 
 

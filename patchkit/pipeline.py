@@ -7,13 +7,14 @@ a different selection of step kinds; nothing here sees argparse.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from patchkit import build as build_mod
 from patchkit import env as env_mod
-from patchkit import lanes, scope, series, source, steps, timeline
+from patchkit import lanes, proc, scope, series, source, steps, timeline, units, vcs
 from patchkit.errors import ApplyError, PatchkitError, ResultsError
 from patchkit.measure.tool import Built
 from patchkit.options import Context, RunOptions
@@ -178,6 +179,7 @@ def run(ctx: Context, opts: RunOptions, *, label: str) -> Bundle:
         was = "with" if opts.changed is False else "without"
         raise ResultsError(f"{held.path}: this run was started {was} --changed; resume it {was} --changed")
     base = fetch(ctx)
+    check_rules(ctx, base)
     states = apply(ctx, base, only=opts.variants, leave_one_out=opts.leave_one_out, force=opts.force)
     sc = run_scope(ctx, held, states, opts)  # before the run folder is made: a bad rule writes nothing
     bundle = held or open_bundle(ctx, base, states, opts, label=label)
@@ -197,12 +199,10 @@ def run(ctx: Context, opts: RunOptions, *, label: str) -> Bundle:
                 gpu.append((kind, name))
         if not opts.overlap:
             lane.finish()
-        for kind, name in gpu:
-            if kind.timing and opts.overlap and not opts.overlap_timing:
-                with lane.quiet(name):
-                    _one(built, opts, kind, name)
-            else:
+            for kind, name in gpu:
                 _one(built, opts, kind, name)
+        else:
+            gpu_lanes(built, opts, lane, gpu)
     finally:
         lane.finish()
     bundle.set_meta(timeline={"started": started, "wall_s": round(time.monotonic() - t0, 1), "overlap": opts.overlap})
@@ -210,6 +210,57 @@ def run(ctx: Context, opts: RunOptions, *, label: str) -> Bundle:
     if image:
         write_atomic(bundle.path / timeline.PNG, image)
     return bundle
+
+
+def check_rules(ctx: Context, base: source.BaseInfo) -> None:
+    """The [[affects]] rules' `uses` names against the base's macros, before anything is built or written."""
+    repo = source.open_cache_repo(ctx.ws)
+
+    def text(path: str) -> str | None:
+        r = vcs.git(repo.git_dir, f"--git-dir={repo.git_dir}", "show", f"{base.commit}:{path}")
+        return r.stdout.decode("utf-8", "replace") if r.ok else None
+
+    units.check_recipe(ctx.recipe, text)
+
+
+def gpu_lanes(built: Built, opts: RunOptions, lane: lanes.BuildLane, gpu: list) -> None:
+    """The GPU steps: those that time kernels one after the other on this thread, each with the CPU
+    steps and the other GPU steps held (lanes.BuildLane.quiet; `--overlap-timing`: not held); every
+    other GPU step on a thread of its own from the start, after the steps it reads (`StepKind.after`),
+    so that tests, kernel names and numerics share the GPU's idle time with each other and the builds."""
+    done = {name: threading.Event() for _, name in gpu}
+    errors: list[BaseException] = []
+
+    def side(kind: steps.StepKind, name: str) -> None:
+        try:
+            for a in kind.after:
+                if a in done:
+                    done[a].wait()
+            with proc.group(lanes.GPU_SIDE):
+                _one(built, opts, kind, name)
+        except BaseException as e:  # raised on this thread below
+            errors.append(e)
+        finally:
+            done[name].set()
+
+    threads = [threading.Thread(target=side, args=kn, name=kn[1], daemon=True) for kn in gpu if not kn[0].timing]
+    for t in threads:
+        t.start()
+    for kind, name in gpu:
+        if not kind.timing:
+            continue
+        try:
+            if opts.overlap_timing:
+                _one(built, opts, kind, name)
+            else:
+                with lane.quiet(name):
+                    _one(built, opts, kind, name)
+        finally:
+            done[name].set()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
 
 
 def run_scope(

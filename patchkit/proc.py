@@ -42,16 +42,18 @@ _PR_SET_PDEATHSIG = 1
 _prctl = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None) if sys.platform.startswith("linux") else None
 
 
-def _die_with_parent(parent: int) -> Callable[[], None] | None:
+def _die_with_parent(parent: int, nice: int = 0) -> Callable[[], None] | None:
     """A preexec_fn (Linux): SIGKILL this child when its parent thread dies; exit at once if the
-    parent is already gone (it died between fork and here)."""
+    parent is already gone (it died between fork and here). `nice`: the child's niceness increment."""
     if _prctl is None:
-        return None
+        return (lambda: os.nice(nice) and None) if nice else None
 
     def preexec() -> None:
         _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != parent:
             os._exit(137)
+        if nice:
+            os.nice(nice)
 
     return preexec
 
@@ -122,14 +124,19 @@ _running: dict[int, str] = {}  # pid -> group
 
 
 @contextlib.contextmanager
-def group(name: str):
-    """Processes this thread starts inside belong to `name`."""
-    old = getattr(_local, "group", "")
-    _local.group = name
+def group(name: str, nice: int = 0):
+    """Processes this thread starts inside belong to `name` (and run `nice`r: a lower CPU priority)."""
+    old, old_nice = getattr(_local, "group", ""), getattr(_local, "nice", 0)
+    _local.group, _local.nice = name, nice
     try:
         yield
     finally:
-        _local.group = old
+        _local.group, _local.nice = old, old_nice
+
+
+def current_group() -> tuple[str, int]:
+    """(group, nice) of this thread: for a worker thread that starts processes on its behalf."""
+    return getattr(_local, "group", ""), getattr(_local, "nice", 0)
 
 
 @contextlib.contextmanager
@@ -299,7 +306,7 @@ def run(
             stdin=subprocess.DEVNULL,
             text=True,
             errors="replace",
-            preexec_fn=_die_with_parent(os.getpid()),
+            preexec_fn=_die_with_parent(os.getpid(), getattr(_local, "nice", 0)),
         ) as p:
             readers = [threading.Thread(target=pump, args=(p.stdout,), daemon=True)]
             if separate_stderr:

@@ -150,6 +150,8 @@ class Affects:
     file: str  # path in the llama.cpp tree
     macro: str  # the function-like macro each row calls
     params: str  # e.g. 'hsk={DKQ},hsv={DV},'
+    units: str = ""  # regex of unit paths whose code reads only the rows `uses` selects (patchkit.units)
+    uses: str = ""  # e.g. 'ncols1 * ncols2 == ncols': whether such a unit reads a row
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -360,6 +362,9 @@ def _check_affects(a: Affects, where: str, file: Path) -> None:
         re.compile(re.sub(r"\{\w+\}", "0", a.params))
     except re.error as e:
         raise RecipeError(f"{file}: {where}.params: not a regex with {{column}} fields: {e}") from None
+    from patchkit import units  # units reads Affects from here
+
+    units.check_rule(a, f"{file}: {where}")
 
 
 def _profiles(value: object, file: Path) -> dict[str, Profile]:

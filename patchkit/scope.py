@@ -17,7 +17,6 @@ The scope is worked out once and kept in the run folder (`meta.scope`), so a res
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import asdict, dataclass, field
 
@@ -27,6 +26,7 @@ from patchkit.errors import RecipeError
 from patchkit.recipe import Affects, Recipe
 from patchkit.series import VariantState
 from patchkit.sweep import table as tbl
+from patchkit.units import changed_rows
 from patchkit.workspace import Workspace, read_json
 
 
@@ -63,36 +63,6 @@ def both(a: str, b: str) -> str:
     if not a or not b:
         return a or b
     return f"^(?=.*(?:{a}))(?=.*(?:{b}))"
-
-
-def _row_line(macro: str) -> re.Pattern[str]:
-    return re.compile(rf"^\s*{re.escape(macro)}\s*\((?P<args>[^()]*)\)\s*;?\s*(//.*)?$")
-
-
-def changed_rows(old: str, new: str, macro: str) -> list[dict[str, tbl.Value]] | None:
-    """The rows (column -> value; old and new versions) of `macro` that differ between two texts of a
-    file; None when any other line differs or the macro's #define is not in the new text."""
-    defined = tbl.macros(new)
-    if macro not in defined:
-        return None
-    columns = defined[macro].columns
-    line = _row_line(macro)
-    a, b = old.splitlines(), new.splitlines()
-    rows: list[dict[str, tbl.Value]] = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
-        if tag == "equal":
-            continue
-        for text in a[i1:i2] + b[j1:j2]:
-            if not text.strip():
-                continue
-            m = line.match(text)
-            if not m:
-                return None
-            values = [tbl.parse_value(c) for c in m.group("args").split(",")]
-            if len(values) != len(columns):
-                return None
-            rows.append(dict(zip(columns, values)))
-    return rows
 
 
 def rule_params(rule: Affects, rows: list[dict[str, tbl.Value]], where: str) -> str:

@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -169,12 +170,16 @@ def dirty_files(tree: Path) -> list[str]:
     return [ln[3:] for ln in out.splitlines() if ln.strip()]
 
 
+_WORKTREES = threading.Lock()
+
+
 def checkout_base(repo: vcs.Repo, tree: Path, commit: str, prune: tuple[str, ...]) -> vcs.Repo:
     """A worktree at `tree` on `commit` (detached), with the recipe's pruned paths left out."""
     if not (tree / ".git").exists():
         tree.parent.mkdir(parents=True, exist_ok=True)
-        repo.git.worktree("prune")
-        repo.git.worktree("add", "--no-checkout", "--detach", "--force", str(tree), commit)
+        with _WORKTREES:  # the build lane and the CPU steps may add one each at once (patchkit.lanes)
+            repo.git.worktree("prune")
+            repo.git.worktree("add", "--no-checkout", "--detach", "--force", str(tree), commit)
     wt = vcs.repo(tree)
     if prune:
         wt.git.sparse_checkout("set", "--no-cone", "/*", *[f"!/{p.strip('/')}/" for p in prune])

@@ -52,6 +52,7 @@ class StepKind:
     imports: ImportSpec | None = None
     section: str = ""  # its section of the report: a key of patchkit.report.SECTIONS ('' = the name)
     timing: bool = False  # it times kernels: the CPU lane's steps are held while it runs (patchkit.pipeline)
+    after: tuple[str, ...] = ()  # steps it reads, run first when the same command runs them
 
     @property
     def report_section(self) -> str:
@@ -101,6 +102,7 @@ STEPS: tuple[StepKind, ...] = (
         help="the CUDA kernels each variant launches per timed case (ncu)",
         resource=Resource.GPU,
         names=_one("bench:path"),
+        after=("bench:kernel",),  # the cases it timed
         run=path.step,
         inputs=path.inputs,
         reparse=path.reparse,

@@ -49,6 +49,11 @@ def add_build(p: argparse.ArgumentParser, *, variants: bool = True) -> None:
         metavar="OPT",
         help="extra CMake option, e.g. -D GGML_CUDA_FA_ALL_QUANTS=ON",
     )
+    p.add_argument(
+        "--full-rebuild",
+        action="store_true",
+        help="recompile every unit that includes a changed file (the recipe's [[affects]] units rules not used)",
+    )
     if variants:
         add_variants(p)
 

@@ -106,11 +106,14 @@ def _variant_processes(
     n = len(parts)
     names = [f"test-{suite}-{b.variant}" + (f"-{i + 1}of{n}" if n > 1 else "") for i in range(n)]
     each = jobs // n or jobs
+    group = proc.current_group()  # the workers' processes belong to this thread's group (patchkit.pipeline)
+
+    def one(nm: str, a) -> _Process:
+        with proc.group(*group):
+            return _one_process(bundle, b, nm, a, backend, each, timeout, cache, bar)
+
     with ThreadPoolExecutor(max_workers=n) as pool:
-        jobs_of = [
-            pool.submit(_one_process, bundle, b, nm, a, backend, each, timeout, cache, bar)
-            for nm, a in zip(names, parts)
-        ]
+        jobs_of = [pool.submit(one, nm, a) for nm, a in zip(names, parts)]
         return [j.result() for j in jobs_of]
 
 

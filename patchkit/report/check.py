@@ -17,7 +17,9 @@ def _config(run: RunView, s: Step) -> CheckConfig:
         status=status,
         reason=reason,
         items=[
-            CheckItem(**{k: it.get(k) for k in ("variant", "arch", "source", "ok", "error")})
+            CheckItem(
+                **{k: it.get(k) for k in ("variant", "arch", "source", "ok", "error")}, cleared=it.get("cleared") or ""
+            )
             for it in s.data.get("items") or []
         ],
         logs=run.logs(s.logs),
@@ -35,11 +37,13 @@ def counts(c: CheckConfig) -> list[str]:
         return [f"`{c.config}`: " + state_label(c.status, c.reason)]
     out = []
     for arch in dict.fromkeys(str(it.arch) for it in c.items):
-        items = [it for it in c.items if str(it.arch) == arch]
+        items = [it for it in c.items if str(it.arch) == arch and not it.cleared]
+        left = [it for it in c.items if str(it.arch) == arch and it.cleared]
         per = {v: sum(1 for it in items if it.variant == v) for v in dict.fromkeys(it.variant for it in items)}
         ok = sum(1 for it in items if it.ok)
         split = ", ".join(f"{code(v)} {n}" for v, n in per.items())
-        out.append(f"arch {arch} (`{c.config}`): {ok} of {len(items)} sources compiled ({split})")
+        more = f"; {len(left)} including a changed file left out: the changed rows are not read there" if left else ""
+        out.append(f"arch {arch} (`{c.config}`): {ok} of {len(items)} sources compiled ({split}{more})")
     return out
 
 

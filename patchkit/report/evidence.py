@@ -150,6 +150,7 @@ class CheckItem:
     source: Any
     ok: Any
     error: Any
+    cleared: Any = ""  # not compiled: the change does not reach it ([[affects]] units)
 
 
 @dataclass(kw_only=True)

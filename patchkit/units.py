@@ -1,0 +1,299 @@
+r"""Which translation units an edit of config rows needs recompiled: the `units` and `uses` of [[affects]].
+
+A row of a config table (a function-like macro called once per row, patchkit.sweep.table) is read only
+by the code that looks it up. The default recipe's FA MMA table is looked up with
+`ncols = ncols1*ncols2` of each template instance, so a changed (256, 256, 8) row is read by
+fattn.cu (which looks rows up at run time) and by the four instances whose ncols1*ncols2 is 8, not by
+the other 18 instances that include the header. A rule says so:
+
+    [[affects]]
+    file = "ggml/src/ggml-cuda/fattn-mma-f16.cuh"
+    macro = "GGML_CUDA_FATTN_MMA_CONFIG_CASE"
+    units = '.*/fattn-mma-f16-instance-ncols1_(?P<ncols1>\d+)-ncols2_(?P<ncols2>\d+)\.cu'
+    uses = 'ncols1 * ncols2 == ncols'
+
+When the only change to `file` is in rows of `macro`, a unit whose path (in the tree) matches `units`
+and for which `uses` is false for every changed row (old and new versions; the regex's named groups
+and the row's columns are the names) is *cleared*: the change does not reach its code. Every other
+unit that includes the file is recompiled, and so is every unit that includes any other changed file.
+The rule is the recipe author's statement about the code, like `params`; `--full-rebuild` ignores it.
+
+`uses` is a small expression: integers, names, `+ - * // %`, comparisons, `and`/`or`/`not`.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import operator
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from patchkit import proc, vcs
+from patchkit.errors import RecipeError
+from patchkit.recipe import Affects, Recipe
+from patchkit.sweep import table as tbl
+from patchkit.workspace import read_json
+
+_BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv}
+_BIN[ast.Mod] = operator.mod
+_CMP = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le}
+_CMP.update({ast.Gt: operator.gt, ast.GtE: operator.ge})
+
+
+def parse_uses(expr: str, where: str) -> ast.Expression:
+    """The `uses` expression, checked to hold only what `evaluate` knows."""
+    try:
+        tree = ast.parse(expr, mode="eval")
+    except SyntaxError as e:
+        raise RecipeError(f"{where}.uses: {expr!r} is not an expression: {e.msg}") from None
+    for node in ast.walk(tree):
+        ok = isinstance(
+            node,
+            (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.Compare, ast.BinOp),
+        )
+        ok = ok or isinstance(node, (ast.Name, ast.Load)) or type(node) in _BIN or type(node) in _CMP
+        ok = ok or (isinstance(node, ast.Constant) and isinstance(node.value, (int, bool)))
+        if not ok:
+            raise RecipeError(
+                f"{where}.uses: {expr!r}: {type(node).__name__} is not allowed (names, integers, "
+                "+ - * // %, comparisons, and/or/not)"
+            )
+    return tree
+
+
+def names_in(expr: str) -> set[str]:
+    return {n.id for n in ast.walk(ast.parse(expr, mode="eval")) if isinstance(n, ast.Name)}
+
+
+def evaluate(expr: str, names: dict[str, tbl.Value], where: str) -> bool:
+    """`uses` with these names bound; a name it has not is the recipe's error."""
+
+    def ev(n: ast.AST) -> object:
+        if isinstance(n, ast.Expression):
+            return ev(n.body)
+        if isinstance(n, ast.Constant):
+            return n.value
+        if isinstance(n, ast.Name):
+            if n.id not in names:
+                known = ", ".join(names)
+                raise RecipeError(f"{where}.uses: {n.id!r} is neither a group of units nor a column ({known})")
+            return names[n.id]
+        if isinstance(n, ast.BoolOp):
+            vals = [bool(ev(v)) for v in n.values]
+            return all(vals) if isinstance(n.op, ast.And) else any(vals)
+        if isinstance(n, ast.UnaryOp):
+            v = ev(n.operand)
+            return (not v) if isinstance(n.op, ast.Not) else -v  # type: ignore[operator]
+        if isinstance(n, ast.BinOp):
+            return _BIN[type(n.op)](ev(n.left), ev(n.right))
+        if isinstance(n, ast.Compare):
+            left = ev(n.left)
+            for op, right_node in zip(n.ops, n.comparators):
+                right = ev(right_node)
+                if not _CMP[type(op)](left, right):
+                    return False
+                left = right
+            return True
+        raise RecipeError(f"{where}.uses: {type(n).__name__} is not allowed")
+
+    return bool(ev(parse_uses(expr, where)))
+
+
+def check_rule(a: Affects, where: str) -> None:
+    """At recipe load: `units` and `uses` come together, `units` is a regex, `uses` an expression."""
+    if bool(a.units) != bool(a.uses):
+        raise RecipeError(f"{where}: units and uses go together (one is set, the other not)")
+    if not a.units:
+        return
+    try:
+        re.compile(a.units)
+    except re.error as e:
+        raise RecipeError(f"{where}.units: not a regex: {e}") from None
+    parse_uses(a.uses, where)
+
+
+def check_columns(a: Affects, text: str, where: str) -> None:
+    """Before a run: every name of `uses` is a named group of `units` or a column of the macro (the
+    file's text at the base)."""
+    if not a.units:
+        return
+    defined = tbl.macros(text)
+    if a.macro not in defined:
+        raise RecipeError(f"{where}.macro: {a.macro} is not #defined in {a.file}")
+    known = set(re.compile(a.units).groupindex) | set(defined[a.macro].columns)
+    for n in sorted(names_in(a.uses) - known):
+        cols = ", ".join(defined[a.macro].columns)
+        raise RecipeError(f"{where}.uses: {n!r} is neither a group of units nor a column of {a.macro} ({cols})")
+
+
+# ---------------------------------------------------------------------------------------------
+# Which units a change clears
+
+
+_ROW = re.compile(r"^\s*(?P<macro>\w+)\s*\((?P<args>[^()]*)\)\s*;?\s*(//.*)?$")
+
+
+def changed_rows(old: str, new: str, macro: str) -> list[dict[str, tbl.Value]] | None:
+    """The rows (column -> value; old and new versions) of `macro` that differ between two texts of a
+    file; None when any other line differs or the macro's #define is not in the new text."""
+    defined = tbl.macros(new)
+    if macro not in defined:
+        return None
+    columns = defined[macro].columns
+    a, b = old.splitlines(), new.splitlines()
+    rows: list[dict[str, tbl.Value]] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        for text in a[i1:i2] + b[j1:j2]:
+            if not text.strip():
+                continue
+            m = _ROW.match(text)
+            if not m or m.group("macro") != macro:
+                return None
+            values = [tbl.parse_value(c) for c in m.group("args").split(",")]
+            if len(values) != len(columns):
+                return None
+            rows.append(dict(zip(columns, values)))
+    return rows
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cleared:
+    """The units a change does not reach (path in the tree -> why), and the changed files whose whole
+    change the rules cover (`covered`: file -> the units including it that must be recompiled)."""
+
+    units: dict[str, str] = field(default_factory=dict)
+    covered: dict[str, list[str]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"units": dict(self.units), "covered": {k: list(v) for k, v in self.covered.items()}}
+
+
+def clear(
+    recipe: Recipe,
+    changed: list[str],
+    text: Callable[[str, str], str | None],
+    includers: dict[str, set[str]],
+) -> Cleared:
+    """Which units a change of the `changed` files (text(which, path): their 'old' and 'new' texts)
+    does not reach, by the rules with `units`; `includers[f]`: the units that include f."""
+    family: dict[str, str] = {}
+    covered: dict[str, set[str]] = {}
+    for f in changed:
+        for i, rule in enumerate(recipe.affects):
+            if rule.file != f or not rule.units:
+                continue
+            old, new = text("old", f), text("new", f)
+            rows = changed_rows(old, new, rule.macro) if old is not None and new is not None else None
+            if not rows:
+                continue
+            where = f"{recipe.path}: affects[{i}]"
+            pattern = re.compile(rule.units)
+            mine: dict[str, str] = {}
+            for u in sorted(includers.get(f, set())):
+                m = pattern.fullmatch(u)
+                if m is None:
+                    continue
+                groups = {k: tbl.parse_value(v) for k, v in m.groupdict().items() if v is not None}
+                if not any(evaluate(rule.uses, {**row, **groups}, where) for row in rows):
+                    mine[u] = f"affects[{i}]: {rule.uses} is false for the {len(rows)} changed rows of {rule.macro}"
+            family.update(mine)
+            covered[f] = set(includers.get(f, set())) - set(mine)
+            break
+    others = set().union(*(includers.get(g, set()) for g in changed if g not in covered))
+    must = others.union(*covered.values())
+    units = {u: why for u, why in family.items() if u not in must}
+    return Cleared(units=units, covered={f: sorted(v) for f, v in covered.items()})
+
+
+# ---------------------------------------------------------------------------------------------
+# In a build folder: Ninja recompiles what a changed file's includers need, less the cleared units
+
+STAMP = "patchkit-built.json"  # in the build folder: the tree's head the last finished build compiled
+
+_OBJECT = re.compile(r"(?:(.*)/)?CMakeFiles/[^/]+\.dir/(.+)\.o")
+
+
+def object_source(obj: str) -> str | None:
+    """The source (relative to the tree) of a CMake object target (<dir>/CMakeFiles/<t>.dir/<src>.o)."""
+    m = _OBJECT.fullmatch(obj)
+    return os.path.normpath(os.path.join(m.group(1) or "", m.group(2))) if m else None
+
+
+def deps_by_object(text: str, bdir: Path, tree: Path) -> dict[str, set[str]]:
+    """`ninja -t deps` output: object -> its dependencies under `tree` (relative to it)."""
+    root = os.path.realpath(tree)
+    out: dict[str, set[str]] = {}
+    cur: set[str] | None = None
+    for line in text.splitlines():
+        if line and not line.startswith(" "):
+            cur = out.setdefault(line.split(":")[0], set())
+            continue
+        p = line.strip()
+        if cur is None or not p:
+            continue
+        full = os.path.realpath(p if os.path.isabs(p) else os.path.join(bdir, p))
+        if full.startswith(root + os.sep):
+            cur.add(os.path.relpath(full, root))
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Prepared:
+    """What to do to a build folder around the tree's checkout of a new head: the covered files get
+    their old modification times back (so Ninja does not see them as new) and the objects of the units
+    that must be recompiled for them are removed (so Ninja does)."""
+
+    cleared: Cleared
+    mtimes: dict[str, tuple[int, int]]  # covered file -> (atime_ns, mtime_ns) before the checkout
+    remove: tuple[str, ...]  # object targets (relative to the build folder)
+
+    def apply(self, tree: Path, bdir: Path) -> None:
+        for f, ns in self.mtimes.items():
+            os.utime(tree / f, ns=ns)
+        for obj in self.remove:
+            (bdir / obj).unlink(missing_ok=True)
+
+
+def prepare(recipe: Recipe, tree: Path, bdir: Path, new_head: str, env: dict[str, str] | None) -> Prepared | None:
+    """Before the tree in `bdir`'s build moves to `new_head`: what the rules clear, or None when nothing
+    is (no rule with units, the last build did not finish at the tree's head, or no unit is cleared)."""
+    if not any(a.units for a in recipe.affects) or not (tree / ".git").exists():
+        return None
+    stamp = read_json(bdir / STAMP) if (bdir / STAMP).is_file() else None
+    old = stamp.get("head") if isinstance(stamp, dict) else None
+    head = vcs.git(tree, "rev-parse", "HEAD").text.strip()
+    if not old or old != head or old == new_head:
+        return None
+    changed = vcs.git(tree, "diff", "--name-only", old, new_head, check=True).text.split()
+    if not any(a.file in changed and a.units for a in recipe.affects):
+        return None
+    deps = deps_by_object(proc.run(["ninja", "-C", str(bdir), "-t", "deps"], echo=False, env=env).stdout, bdir, tree)
+    objects = {src: obj for obj in deps if (src := object_source(obj))}
+    includers = {f: {object_source(o) or o for o, ds in deps.items() if f in ds} for f in changed}
+
+    def text(which: str, f: str) -> str | None:
+        r = vcs.git(tree, "show", f"{old if which == 'old' else new_head}:{f}")
+        return r.stdout.decode("utf-8", "replace") if r.ok else None
+
+    cleared = clear(recipe, changed, text, includers)
+    if not cleared.units:
+        return None
+    mtimes = {f: (st.st_atime_ns, st.st_mtime_ns) for f in cleared.covered if (st := (tree / f).stat())}
+    remove = sorted({objects[u] for us in cleared.covered.values() for u in us if u in objects})
+    return Prepared(cleared=cleared, mtimes=mtimes, remove=tuple(remove))
+
+
+def check_recipe(recipe: Recipe, text_at_base: Callable[[str], str | None]) -> None:
+    """Before a run: the names of every rule's `uses` against its macro's columns in the base's file."""
+    for i, a in enumerate(recipe.affects):
+        if a.units:
+            t = text_at_base(a.file)
+            if t is None:
+                raise RecipeError(f"{recipe.path}: affects[{i}].file: {a.file} is not in the base")
+            check_columns(a, t, f"{recipe.path}: affects[{i}]")

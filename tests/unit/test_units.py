@@ -1,0 +1,130 @@
+"""patchkit.units ([[affects]] units/uses): which units a row edit does not reach, on the real FA MMA
+header and instance names (tests/fixtures/sweep, llama.cpp 0c1e57098)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from patchkit import units
+from patchkit.errors import RecipeError
+from patchkit.recipe import Affects, load_recipe, parse_recipe
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "sweep"
+TEXT = (FIX / "fattn-mma-f16.cuh").read_bytes().decode("utf-8", "surrogateescape")
+HEADER = "ggml/src/ggml-cuda/fattn-mma-f16.cuh"
+ROW8 = "GGML_CUDA_FATTN_MMA_CONFIG_CASE(256, 256,  8, 128, 2,  64, 128, 128, 128, 2, true);"
+ROW16 = "GGML_CUDA_FATTN_MMA_CONFIG_CASE(256, 256, 16, 256, 1,  64, 128, 128, 128, 2, true);"
+INST = "ggml/src/ggml-cuda/template-instances/fattn-mma-f16-instance-ncols1_{}-ncols2_{}.cu"
+# the 21 MMA instances of the tree at 0c1e57098 (ninja -t deps of a CUDA build: the includers of the header)
+PAIRS = [(1, 8), (1, 16), (1, 32), (2, 4), (2, 8), (2, 16), (2, 32), (4, 2), (4, 4), (4, 8), (4, 16)]
+PAIRS += [(8, 1), (8, 2), (8, 4), (8, 8), (16, 1), (16, 2), (16, 4), (32, 1), (32, 2), (64, 1)]
+INCLUDERS = {HEADER: {"ggml/src/ggml-cuda/fattn.cu", *(INST.format(a, b) for a, b in PAIRS)}}
+RULE = dataclasses.replace(load_recipe(None).affects[0])  # the default recipe's rule, units and uses included
+
+
+def _recipe(*rules: Affects):
+    return dataclasses.replace(load_recipe(None), affects=rules or (RULE,))
+
+
+def _texts(old: str, new: str):
+    return lambda which, f: old if which == "old" else new
+
+
+def test_the_default_rule_names_the_real_instances_and_their_ncols():
+    pattern = re.compile(RULE.units)
+    for f in sorted((FIX / "template-instances").iterdir()):
+        m = pattern.fullmatch("ggml/src/ggml-cuda/template-instances/" + f.name)
+        assert m, f.name
+        decl = re.findall(r"DECL_FATTN_MMA_F16_CASE\(\d+, \d+, (\d+), (\d+)\)", f.read_text())
+        assert decl and {(int(a), int(b)) for a, b in decl} == {(int(m["ncols1"]), int(m["ncols2"]))}
+
+
+def test_an_8_column_row_edit_clears_the_17_instances_of_other_ncols():
+    new = TEXT.replace(ROW8, ROW8.replace("128, 2, true", "128, 1, true"), 1)
+    c = units.clear(_recipe(), [HEADER], _texts(TEXT, new), INCLUDERS)
+    kept = {INST.format(a, b) for a, b in PAIRS if a * b == 8} | {"ggml/src/ggml-cuda/fattn.cu"}
+    assert set(c.covered[HEADER]) == kept and len(kept) == 5
+    assert set(c.units) == INCLUDERS[HEADER] - kept and len(c.units) == 17
+    assert "ncols1 * ncols2 == ncols is false for the 2 changed rows" in next(iter(c.units.values()))
+
+
+def test_a_16_column_row_edit_recompiles_the_16_column_instances():
+    new = TEXT.replace(ROW16, ROW16.replace("256, 1,  64", "128, 2,  64"), 1)
+    c = units.clear(_recipe(), [HEADER], _texts(TEXT, new), INCLUDERS)
+    assert {u for u in c.covered[HEADER] if "instance" in u} == {INST.format(a, b) for a, b in PAIRS if a * b == 16}
+
+
+def test_nothing_is_cleared_for_an_edit_outside_rows_or_without_units():
+    code = TEXT.replace(ROW8, ROW8 + "\n    int x = 0;", 1)
+    assert units.clear(_recipe(), [HEADER], _texts(TEXT, code), INCLUDERS).units == {}
+    new = TEXT.replace(ROW8, ROW8.replace("128, 2, true", "128, 1, true"), 1)
+    plain = dataclasses.replace(RULE, units="", uses="")
+    assert units.clear(_recipe(plain), [HEADER], _texts(TEXT, new), INCLUDERS).units == {}
+
+
+def test_a_unit_that_includes_another_changed_file_is_not_cleared():
+    new = TEXT.replace(ROW8, ROW8.replace("128, 2, true", "128, 1, true"), 1)
+    other = "ggml/src/ggml-cuda/fattn-common.cuh"
+    one = INST.format(16, 1)
+    inc = {**INCLUDERS, other: {one}}
+    c = units.clear(_recipe(), [HEADER, other], _texts(TEXT, new), inc)
+    assert one not in c.units and len(c.units) == 16
+
+
+@pytest.mark.parametrize(
+    ("expr", "names", "want"),
+    [
+        ("ncols1 * ncols2 == ncols", {"ncols1": 2, "ncols2": 4, "ncols": 8}, True),
+        ("ncols1 * ncols2 == ncols", {"ncols1": 2, "ncols2": 8, "ncols": 8}, False),
+        ("DKQ == 256 and not (ncols % 16 == 0) or ncols // 2 == 1", {"DKQ": 256, "ncols": 8}, True),
+        ("1 <= ncols < 8", {"ncols": 8}, False),
+        ("Q_in_reg", {"Q_in_reg": True}, True),
+        ("-ncols + 8 == 0", {"ncols": 8}, True),
+    ],
+)
+def test_uses_is_evaluated(expr, names, want):
+    assert units.evaluate(expr, names, "r.toml: affects[0]") is want
+
+
+def test_uses_names_and_nodes_are_checked():
+    with pytest.raises(RecipeError, match=r"affects\[0\]\.uses: 'nope' is neither a group of units nor a column"):
+        units.evaluate("nope == 1", {"ncols": 8}, "r.toml: affects[0]")
+    for bad in ("__import__('os')", "x.y == 1", "'a' == 'a'", "[1][0] == 1", "ncols ** 2"):
+        with pytest.raises(RecipeError, match=r"affects\[0\]\.uses: .* is not allowed"):
+            units.parse_uses(bad, "r.toml: affects[0]")
+    with pytest.raises(RecipeError, match=r"affects\[0\]\.uses: .* is not an expression"):
+        units.parse_uses("ncols ==", "r.toml: affects[0]")
+    with pytest.raises(RecipeError, match=r"affects\[0\]\.uses: 'nc' is neither a group of units nor a column"):
+        units.check_columns(dataclasses.replace(RULE, uses="nc * ncols2 == 8"), TEXT, "r.toml: affects[0]")
+    units.check_columns(RULE, TEXT, "r.toml: affects[0]")  # the default rule's names are all known
+
+
+def test_recipe_units_and_uses_are_checked(tmp_path):
+    base = '[recipe]\nname = "x"\n[base]\nsource = "git"\n[base.git]\nurl = "u"\ncommit = "' + "a" * 40 + '"\n'
+    rule = '[[affects]]\nfile = "a.h"\nmacro = "M"\nparams = "p"\n'
+    with pytest.raises(RecipeError, match=r"affects\[0\]: units and uses go together"):
+        parse_recipe(base + rule + "units = 'u.*'\n", tmp_path)
+    with pytest.raises(RecipeError, match=r"affects\[0\]\.units: not a regex"):
+        parse_recipe(base + rule + "units = 'u(('\nuses = 'n == 1'\n", tmp_path)
+    with pytest.raises(RecipeError, match=r"affects\[0\]\.uses: .*Call is not allowed"):
+        parse_recipe(base + rule + "units = 'u'\nuses = 'f(1)'\n", tmp_path)
+    ok = parse_recipe(base + rule + "units = 'u_(?P<k>\\d+)'\nuses = 'k == n'\n", tmp_path)
+    assert ok.affects[0].uses == "k == n"
+
+
+def test_object_source_and_deps_by_object(tmp_path):
+    obj = "ggml/src/ggml-cuda/CMakeFiles/ggml-cuda.dir/template-instances/fattn-mma-f16-instance-ncols1_2-ncols2_4.cu.o"
+    assert units.object_source(obj) == INST.format(2, 4)
+    assert units.object_source("bin/test-backend-ops") is None
+    tree, bdir = tmp_path / "tree", tmp_path / "build"
+    text = (
+        f"{obj}: #deps 3, deps mtime 1 (VALID)\n"
+        f"    {tree}/{INST.format(2, 4)}\n    {tree}/{HEADER}\n    /usr/include/stdio.h\n\n"
+        "other.o: #deps 1, deps mtime 1 (VALID)\n    ../tree/x.h\n\n"
+    )
+    deps = units.deps_by_object(text, bdir, tree)
+    assert deps[obj] == {INST.format(2, 4), HEADER} and deps["other.o"] == {"x.h"}
