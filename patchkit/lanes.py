@@ -37,6 +37,7 @@ def _relative(d: dict, root: Path) -> dict:
 CPU_STEPS = "cpu-steps"  # the process group of the CPU lane's steps (patchkit.proc.held)
 CPU_STEPS_NICE = 19  # their niceness: they run on what the builds and the GPU steps leave idle
 GPU_SIDE = "gpu-side"  # the process group of the GPU steps that do not time kernels (patchkit.pipeline)
+GPU_SIDE_NICE = 5  # below the builds (the tests' CPU reference runs beside them), above the CPU steps
 
 
 def now() -> str:

@@ -236,7 +236,7 @@ def gpu_lanes(built: Built, opts: RunOptions, lane: lanes.BuildLane, gpu: list) 
             for a in kind.after:
                 if a in done:
                     done[a].wait()
-            with proc.group(lanes.GPU_SIDE):
+            with proc.group(lanes.GPU_SIDE, nice=lanes.GPU_SIDE_NICE):
                 _one(built, opts, kind, name)
         except BaseException as e:  # raised on this thread below
             errors.append(e)

@@ -45,13 +45,20 @@ def spans(results: dict[str, Any]) -> list[Span]:
 
 def _ready(sp: list[Span]):
     """When each step could really start: a measuring step begun before the builds ended waited for
-    them (the test step takes each variant as it is built)."""
+    them (the test step takes each variant as it is built), and a GPU step that was running when a step
+    that times kernels began waited for that one (it was held through it: patchkit.lanes)."""
+    from patchkit.steps import STEPS  # the kinds' `timing` (steps reads the measurement modules)
+
     builds_end = max((s.end for s in sp if s.name.startswith("build:")), default=None)
+    timing = [t for t in sp if any(k.timing and k.owns(t.name) for k in STEPS)]
 
     def ready(s: Span) -> float:
-        if builds_end is None or s.name.startswith(("build:", "check:")):
+        if s.name.startswith(("build:", "check:")):
             return s.start
-        return min(max(s.start, builds_end), s.end)
+        r = s.start if builds_end is None else max(s.start, builds_end)
+        if s.resource == "gpu" and s not in timing:
+            r = max([r, *(t.end for t in timing if s.start < t.start < s.end)])
+        return min(r, s.end)
 
     return ready
 

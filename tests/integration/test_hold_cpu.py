@@ -1,6 +1,7 @@
 """The CPU lane held while kernels are timed, for real: the default recipe's base and +0001 on the CPU
 backend with the sm_89 compile check of +0001 (nvcc compiling fattn.cu) on the CPU lane; the kernel
-timing and decode steps stop that compile while they time and let it go on after."""
+timing and decode steps stop that compile while they time and let it go on after. The tests, a GPU step
+that does not time kernels, run on a thread of their own from the start and are held the same way."""
 
 from __future__ import annotations
 
@@ -61,9 +62,11 @@ def test_compile_check_is_held_while_kernels_are_timed(cpu_build, work, cli):
         "bench:decode",
     )
     assert "[bench:kernel] CPU lane held while it timed: " in r.stdout
+    assert "[bench:kernel] other GPU steps held while it timed: " in r.stdout
     steps = json.loads((run / "results.json").read_text())["steps"]
-    check, kernel = steps["check:cuda-89"], steps["bench:kernel"]
-    assert check["status"] == "ok" and kernel["status"] == "ok"
+    check, kernel, tests = steps["check:cuda-89"], steps["bench:kernel"], steps["test:flash_attn"]
+    assert check["status"] == "ok" and kernel["status"] == "ok" and tests["status"] == "ok"
     assert [i["source"] for i in check["data"]["items"]] == ["ggml/src/ggml-cuda/fattn.cu"]
-    (c0, c1), (k0, k1) = _span(check), _span(kernel)
+    (c0, c1), (k0, k1), (t0, t1) = _span(check), _span(kernel), _span(tests)
     assert c0 < k0 and k1 < c1  # the check began first, and ended after the timing (held through it)
+    assert t0 < k0 and k0 < t1  # the tests began first (beside the builds) and were still running

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
@@ -79,3 +80,14 @@ def test_held_stops_a_groups_processes_and_holds_back_new_ones(tmp_path):
     assert ticks[1][0] >= released - 0.05  # held back until the end
     with proc.held("other"):  # another group's hold does not stop this one
         start(tmp_path / "c.log")
+
+
+def test_a_group_may_run_its_processes_nicer():
+    prog = [sys.executable, "-c", "import os; print(os.nice(0))"]
+    mine = os.nice(0)
+    with proc.group("low", nice=7):
+        low = int(proc.run(prog, echo=False).stdout)
+        assert proc.current_group() == ("low", 7)
+    plain = int(proc.run(prog, echo=False).stdout)
+    assert (low, plain) == (min(mine + 7, 19), mine)
+    assert proc.current_group() == ("", 0)
