@@ -7,6 +7,8 @@ a different selection of step kinds; nothing here sees argparse.
 
 from __future__ import annotations
 
+import datetime as _dt
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -23,6 +25,21 @@ from patchkit.results import Bundle, Status, Step, new_run_id
 from patchkit.workspace import write_atomic, write_json
 
 MARKS = {"ok": "ok", "fail": "FAIL", "not_run": "not run", "error": "ERROR"}
+
+
+def process_started() -> float:
+    """When this process started (seconds since the epoch; Linux: /proc), else when this module was loaded."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        boot = next(
+            float(ln.split()[1]) for ln in Path("/proc/stat").read_text().splitlines() if ln.startswith("btime")
+        )
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return _LOADED
+
+
+_LOADED = time.time()
 
 
 def fetch(ctx: Context) -> source.BaseInfo:
@@ -185,7 +202,8 @@ def run(ctx: Context, opts: RunOptions, *, label: str) -> Bundle:
     bundle = held or open_bundle(ctx, base, states, opts, label=label)
     if sc is not None and held is None:
         bundle.set_meta(scope=sc.to_dict())
-    t0, started = time.monotonic(), lanes.now()
+    t0 = process_started()  # the run's time counts from the command, its fetch and apply included
+    started = _dt.datetime.fromtimestamp(t0, _dt.timezone.utc).isoformat(timespec="milliseconds")
     lane = lanes.BuildLane(ctx, bundle, base, states, opts, record).start()
     built = Built(
         ctx=ctx, base=base, bundle=bundle, states=tuple(states), variants=lane, backend=opts.build.backend, scope=sc
@@ -205,7 +223,7 @@ def run(ctx: Context, opts: RunOptions, *, label: str) -> Bundle:
             gpu_lanes(built, opts, lane, gpu)
     finally:
         lane.finish()
-    bundle.set_meta(timeline={"started": started, "wall_s": round(time.monotonic() - t0, 1), "overlap": opts.overlap})
+    bundle.set_meta(timeline={"started": started, "wall_s": round(time.time() - t0, 1), "overlap": opts.overlap})
     image = timeline.png(bundle.data)
     if image:
         write_atomic(bundle.path / timeline.PNG, image)
