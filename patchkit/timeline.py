@@ -122,45 +122,47 @@ def _on_path(path: list[Span]) -> list[dict[str, Any]]:
 
 
 def png(results: dict[str, Any]) -> bytes | None:
-    """Two lanes (CPU, GPU) of horizontal bars, the critical path outlined (object API, Agg canvas)."""
+    """One bar per step (CPU steps on top, GPU steps below), hatched where the step was held while
+    another timed kernels, the critical path outlined (object API, Agg canvas)."""
     sp = spans(results)
     if not sp:
         return None
     crit = {s.name for s in critical_path(sp)}
     end = max(x.end for x in sp)
+    ready = _ready(sp)
+    from patchkit.steps import STEPS
+
+    timing = [t for t in sp if any(k.timing and k.owns(t.name) for k in STEPS)]
+    rows = [s for s in sp if s.resource != "gpu"] + [s for s in sp if s.resource == "gpu"]
+    builds_end = max((s.end for s in sp if s.name.startswith("build:")), default=None)
     with matplotlib.style.context("default"):
-        fig = Figure(figsize=(10, 2.8), dpi=100)
+        fig = Figure(figsize=(10, 0.9 + 0.42 * len(rows)), dpi=100)
         FigureCanvasAgg(fig)
         ax = fig.add_subplot()
-        ready = _ready(sp)
-        for s in sp:
-            y = 0 if s.resource == "gpu" else 1
-            on_path = s.name in crit
-            r = ready(s)
-            if r > s.start:  # waiting for the builds (a test step runs each variant as soon as it is built)
-                ax.barh(y, r - s.start, left=s.start, height=0.6, color="#fbe3c8", edgecolor="white", linewidth=0.5)
-            ax.barh(
-                y,
-                max(s.end - r, 0.5),
-                left=r,
-                height=0.6,
-                color="tab:orange" if y == 0 else "tab:blue",
-                edgecolor="black" if on_path else "white",
-                linewidth=1.5 if on_path else 0.5,
-            )
-            if s.end - r > 0.05 * end:
-                ax.text(r + 0.01 * end, y, s.name, va="center", fontsize=7, color="white")
-            if r > s.start + 0.2 * end:
-                ax.text(
-                    s.start + 0.01 * end,
-                    y,
-                    f"{s.name}: waits for the builds (the first variants are tested beside them)",
-                    va="center",
-                    fontsize=7,
-                )
+        for i, s in enumerate(rows):
+            y = len(rows) - 1 - i
+            color = "tab:orange" if s.resource == "gpu" else "tab:blue"
+            ax.barh(y, max(s.end - s.start, 0.5), left=s.start, height=0.6, color=color, edgecolor="white")
+            if s.resource == "gpu" and builds_end is not None and s.start < builds_end:  # waits for its variants
+                w = min(builds_end, s.end) - s.start  # (the test step runs each one as soon as it is built)
+                ax.barh(y, w, left=s.start, height=0.6, color="white", alpha=0.55, edgecolor=color)
+            if s not in timing:
+                for t in timing:
+                    a, b = max(s.start, t.start), min(s.end, t.end)
+                    if b > a:  # held: its processes stopped while `t` timed kernels (patchkit.lanes)
+                        ax.barh(y, b - a, left=a, height=0.6, color="white", alpha=0.6, hatch="///", edgecolor=color)
+            if s.name in crit:
+                r = ready(s)
+                ax.barh(y, max(s.end - r, 0.5), left=r, height=0.6, fill=False, edgecolor="black", linewidth=1.5)
+            ax.text(s.end + 0.005 * end, y, f"{s.end - s.start:.0f} s", va="center", fontsize=7)
             _variant_ticks(ax, results, s, y)
-        ax.set_yticks([0, 1], ["GPU", "CPU"])
-        ax.set_xlabel("seconds since the run started (outlined: the critical path)")
+        ax.set_yticks(range(len(rows)), [s.name for s in reversed(rows)], fontsize=8)
+        ax.set_xlim(0, end * 1.07)
+        ax.set_xlabel(
+            "seconds since the command; blue: CPU, orange: GPU, outlined: the critical path\n"
+            "pale: before the builds ended (a GPU step waits for its variants), hatched: held while kernels were timed",
+            fontsize=8,
+        )
         ax.set_title(f"run {results.get('run_id', '')}: {summary(results)['wall_s']:.0f} s wall", fontsize=9)
         fig.tight_layout()
         buf = io.BytesIO()

@@ -43,6 +43,7 @@ def _config(run: RunView, s: Step) -> BuildConfig:
                 seconds=v.get("seconds"),
                 reused=v.get("reused"),
                 log=run.log(v.get("log")),
+                cleared=v.get("cleared") or None,
             )
             for v in d.get("variants") or []
         ],
@@ -62,6 +63,15 @@ def _notes(multi: bool, gpu: str, c: BuildConfig) -> list[str]:
     if c.cmake_args:
         notes.append(pre + f"CMake arguments (`{c.config}`): " + code(" ".join(portable_args(c.cmake_args))))
     notes += [pre + f"{code(v)} compiles to base's code, not measured: {why}." for v, why in c.same_code.items()]
+    for v in c.variants:
+        if v.cleared and v.cleared.get("units"):
+            files = ", ".join(code(f) for f in v.cleared.get("covered") or {})
+            n = len(v.cleared["units"])
+            notes.append(
+                pre + f"{code(v.variant)}: {plural(n, 'unit')} including {files} not recompiled: only rows of a "
+                "recipe `[[affects]]` rule changed there, and its `uses` says these units do not read them "
+                "(`--full-rebuild` recompiles them)."
+            )
     return notes
 
 

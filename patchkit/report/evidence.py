@@ -128,6 +128,7 @@ class BuildVariant:
     seconds: Any
     reused: Any
     log: str | None
+    cleared: Any = None  # {"units": {path: why}, "covered": {file: [units]}} ([[affects]] units)
 
 
 @dataclass(kw_only=True)
