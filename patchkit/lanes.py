@@ -25,12 +25,14 @@ from patchkit.options import Context, RunOptions
 from patchkit.results import Bundle, Status, Step
 
 
-def _relative(d: dict, root: Path) -> dict:
-    """A build result with its binaries' folder relative to the work folder (as the manifests keep it)."""
+def _relative(d: dict, root: Path, run: Path) -> dict:
+    """A build result with its binaries' folder relative to the work folder (as the manifests keep it)
+    and its log relative to the run folder when it lies there (the run folder may be moved)."""
     out = dict(d)
-    for k in ("bin_dir",):
-        if out.get(k) and Path(out[k]).is_absolute() and Path(out[k]).is_relative_to(root):
-            out[k] = str(Path(out[k]).relative_to(root))
+    if out.get("bin_dir") and Path(out["bin_dir"]).is_absolute() and Path(out["bin_dir"]).is_relative_to(root):
+        out["bin_dir"] = str(Path(out["bin_dir"]).relative_to(root))
+    if out.get("log") and Path(out["log"]).is_absolute() and Path(out["log"]).is_relative_to(run):
+        out["log"] = str(Path(out["log"]).relative_to(run))
     return out
 
 
@@ -141,7 +143,7 @@ class BuildLane:
             data={
                 "options": b.key_material(),
                 "cmake_args": list(build_mod.toolchain(b).cmake_args),
-                "variants": [_relative(r.to_dict(), self.ctx.ws.root) for r in results],
+                "variants": [_relative(r.to_dict(), self.ctx.ws.root, bundle.path) for r in results],
                 "same_code": dict(self._same),
             },
         )

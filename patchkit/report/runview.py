@@ -65,9 +65,13 @@ class RunView:
         path = Path(rel)
         if path.is_absolute():  # e.g. the log of a build reused from an earlier run
             root = self.bundle.path.resolve()
-            if not path.resolve().is_relative_to(root):
+            rid = str(self.bundle.data.get("run_id") or self.bundle.path.name)
+            if path.resolve().is_relative_to(root):
+                rel = str(path.resolve().relative_to(root))
+            elif (moved := _in_moved_run(path, rid)) is not None and (self.bundle.path / moved).is_file():
+                rel = moved  # this run's own log, recorded where the run folder was before it moved
+            else:
                 return f"{path.name} (outside the run folder)"
-            rel = str(path.resolve().relative_to(root))
         shown = f"{self.prefix}{rel}"
         if not (self.bundle.path / rel).is_file() and shown not in self.missing_logs:
             self.missing_logs.append(shown)
@@ -165,3 +169,12 @@ def need(d: Any, key: str, where: str) -> Any:
     if not isinstance(d, dict) or key not in d:
         raise ReportError(f"{where}: missing '{key}'")
     return d[key]
+
+
+def _in_moved_run(path: Path, run_id: str) -> str | None:
+    """`raw/x.log` of a recorded absolute path .../<run_id>/raw/x.log, or None."""
+    parts = path.parts
+    for i in range(len(parts) - 2, -1, -1):
+        if parts[i] == run_id:
+            return str(Path(*parts[i + 1 :]))
+    return None
