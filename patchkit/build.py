@@ -467,8 +467,7 @@ def _cleared(recipe: Recipe, repo, tree: Path, old: str, new: str, changed: list
         return {}
 
     def text(which: str, f: str) -> str | None:
-        r = vcs.git(repo.git_dir, f"--git-dir={repo.git_dir}", "show", f"{old if which == 'old' else new}:{f}")
-        return r.stdout.decode("utf-8", "replace") if r.ok else None
+        return vcs.show(repo.git_dir, old if which == "old" else new, f, git_dir=repo.git_dir)
 
     graph = {f: set(includers(tree, [f])) for f in changed}
     return units.clear(recipe, changed, text, graph).units

@@ -234,11 +234,7 @@ def check_rules(ctx: Context, base: source.BaseInfo) -> None:
     """The [[affects]] rules' `uses` names against the base's macros, before anything is built or written."""
     repo = source.open_cache_repo(ctx.ws)
 
-    def text(path: str) -> str | None:
-        r = vcs.git(repo.git_dir, f"--git-dir={repo.git_dir}", "show", f"{base.commit}:{path}")
-        return r.stdout.decode("utf-8", "replace") if r.ok else None
-
-    units.check_recipe(ctx.recipe, text)
+    units.check_recipe(ctx.recipe, lambda path: vcs.show(repo.git_dir, base.commit, path, git_dir=repo.git_dir))
 
 
 def gpu_lanes(built: Built, opts: RunOptions, lane: lanes.BuildLane, gpu: list) -> None:

@@ -80,8 +80,7 @@ def rule_params(rule: Affects, rows: list[dict[str, tbl.Value]], where: str) -> 
 
 
 def _show(ws: Workspace, commit: str, path: str) -> str | None:
-    r = vcs.git(ws.repo, f"--git-dir={ws.repo}", "show", f"{commit}:{path}")
-    return r.stdout.decode("utf-8", "replace") if r.ok else None
+    return vcs.show(ws.repo, commit, path, git_dir=ws.repo)
 
 
 def affected(ws: Workspace, recipe: Recipe, old: str, new: str) -> tuple[list[str], list[dict], str | None, str]:

@@ -277,14 +277,11 @@ def prepare(recipe: Recipe, tree: Path, bdir: Path, new_head: str, env: dict[str
     objects = {src: obj for obj in deps if (src := object_source(obj))}
     includers = {f: {object_source(o) or o for o, ds in deps.items() if f in ds} for f in changed}
 
-    def text(which: str, f: str) -> str | None:
-        r = vcs.git(tree, "show", f"{old if which == 'old' else new_head}:{f}")
-        return r.stdout.decode("utf-8", "replace") if r.ok else None
-
-    cleared = clear(recipe, changed, text, includers)
+    cleared = clear(recipe, changed, lambda which, f: vcs.show(tree, old if which == "old" else new_head, f), includers)
     if not cleared.units:
         return None
-    mtimes = {f: (st.st_atime_ns, st.st_mtime_ns) for f in cleared.covered if (st := (tree / f).stat())}
+    stats = {f: (tree / f).stat() for f in cleared.covered}
+    mtimes = {f: (st.st_atime_ns, st.st_mtime_ns) for f, st in stats.items()}
     remove = sorted({objects[u] for us in cleared.covered.values() for u in us if u in objects})
     return Prepared(cleared=cleared, mtimes=mtimes, remove=tuple(remove))
 

@@ -80,6 +80,12 @@ def git(
     return result
 
 
+def show(cwd: Path | str, commit: str, path: str, *, git_dir: Path | str | None = None) -> str | None:
+    """A file's text at a commit (`git show COMMIT:PATH`), or None where it is not there."""
+    r = git(cwd, *([f"--git-dir={git_dir}"] if git_dir else []), "show", f"{commit}:{path}")
+    return r.stdout.decode("utf-8", "replace") if r.ok else None
+
+
 def repo(path: Path | str, *, init_bare: bool = False) -> Repo:
     """A GitPython repository object (bare-initialised first when asked and missing)."""
     if init_bare and not Path(path).exists():
