@@ -25,7 +25,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from patchkit import proc, units, vcs
+from patchkit import compiled, proc, units, vcs
 from patchkit.errors import BuildError, CommandError, ToolNotFound
 from patchkit.parsers.compiler import failed_objects, first_compiler_error
 from patchkit.progress import Progress
@@ -410,18 +410,29 @@ def build_variants(
 _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
 
-def includers(tree: Path, changed: list[str], scan_dirs: tuple[str, ...] = ("ggml/src",)) -> list[str]:
-    """Translation units (.cu/.cpp/.c) under scan_dirs that are, or include (transitively), a changed file."""
+def include_graph(tree: Path, scan_dirs: tuple[str, ...] = ("ggml/src",)) -> dict[str, set[str]]:
+    """Every source and header under scan_dirs -> the tree paths its `#include "..."` lines name."""
     files: dict[str, set[str]] = {}
     for d in scan_dirs:
         for p in (tree / d).rglob("*"):
             if p.suffix in (".cu", ".cuh", ".cpp", ".c", ".h", ".hpp") and p.is_file():
                 rel = str(p.relative_to(tree))
-                deps = set()
-                for inc in _INCLUDE.findall(p.read_text(errors="replace")):
-                    cand = os.path.normpath(os.path.join(os.path.dirname(rel), inc))
-                    deps.add(cand)
-                files[rel] = deps
+                files[rel] = {
+                    os.path.normpath(os.path.join(os.path.dirname(rel), inc))
+                    for inc in _INCLUDE.findall(p.read_text(errors="replace"))
+                }
+    return files
+
+
+def includers(
+    tree: Path,
+    changed: list[str],
+    scan_dirs: tuple[str, ...] = ("ggml/src",),
+    graph: dict[str, set[str]] | None = None,
+) -> list[str]:
+    """Translation units (.cu/.cpp/.c) under scan_dirs that are, or include (transitively), a changed file
+    (`graph`: the tree's include_graph, when the caller has it already)."""
+    files = include_graph(tree, scan_dirs) if graph is None else graph
     targets = set(changed)
     grew = True
     while grew:
@@ -442,9 +453,8 @@ def object_targets(bdir: Path, sources: list[str], env: dict[str, str]) -> dict[
     by_source: dict[str, str] = {}
     for ln in out.splitlines():
         obj = ln.split(":", 1)[0]
-        m = re.fullmatch(r"(?:(.*)/)?CMakeFiles/[^/]+\.dir/(.+)\.o", obj)
-        if m:
-            by_source.setdefault(os.path.normpath(os.path.join(m.group(1) or "", m.group(2))), obj)
+        if (src := compiled.object_source(obj)) is not None:
+            by_source.setdefault(src, obj)
     return {s: by_source[s] for s in sources if s in by_source}
 
 
@@ -461,7 +471,9 @@ class CheckItem:
         return asdict(self)
 
 
-def _cleared(recipe: Recipe, repo, tree: Path, old: str, new: str, changed: list[str]) -> dict[str, str]:
+def _cleared(
+    recipe: Recipe, repo, tree: Path, old: str, new: str, changed: list[str], graph: dict[str, set[str]]
+) -> dict[str, str]:
     """The units (path -> why) a variant's change against base does not reach, by the [[affects]] units rules."""
     if not any(a.units and a.file in changed for a in recipe.affects):
         return {}
@@ -469,8 +481,8 @@ def _cleared(recipe: Recipe, repo, tree: Path, old: str, new: str, changed: list
     def text(which: str, f: str) -> str | None:
         return vcs.show(repo.git_dir, old if which == "old" else new, f, git_dir=repo.git_dir)
 
-    graph = {f: set(includers(tree, [f])) for f in changed}
-    return units.clear(recipe, changed, text, graph).units
+    by_file = {f: set(includers(tree, [f], graph=graph)) for f in changed}
+    return units.clear(recipe, changed, text, by_file).units
 
 
 def check(
@@ -491,13 +503,14 @@ def check(
                 tree = move_tree(ws, recipe, root, base, state.head)
                 bdir = root / "build"
                 configure(tree, bdir, one, tc, logs / f"check-configure-{one.config}.log")
-                sources = includers(tree, changed_by[state.name])
+                graph = include_graph(tree)
+                sources = includers(tree, changed_by[state.name], graph=graph)
                 if one.backend == "cuda":
                     sources = [s for s in sources if s.startswith("ggml/src/ggml-cuda/")]
                 cleared = (
                     {}
                     if opts.full_rebuild
-                    else _cleared(recipe, repo, tree, base.commit, state.head, changed_by[state.name])
+                    else _cleared(recipe, repo, tree, base.commit, state.head, changed_by[state.name], graph)
                 )
                 if cleared:
                     sources = [s for s in sources if s not in cleared]

@@ -10,6 +10,7 @@ the CPU backend nothing of theirs is compiled). Nothing is ever copied from base
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from patchkit import proc, vcs
@@ -21,29 +22,48 @@ def compiled_inputs(bdir: Path, tree: Path, targets: tuple[str, ...], env: dict[
     """Every file (relative to the source tree) that an object of `targets` in the build in `bdir` was
     compiled from, as Ninja's deps log records it (`ninja -t deps`); empty when that is not known for
     every object (then nothing can be concluded)."""
-    out = proc.run(["ninja", "-C", str(bdir), "-t", "deps"], echo=False, env=env).stdout
+    deps = ninja_deps(bdir, tree, env)
     inputs = proc.run(["ninja", "-C", str(bdir), "-t", "inputs", *targets], echo=False, env=env, check=False)
     if not inputs.ok:
         return set()  # a Ninja without `-t inputs` (before 1.11)
     objects = {ln.strip() for ln in inputs.stdout.splitlines() if ln.strip().endswith((".o", ".obj"))}
-    recorded = {ln.split(":")[0] for ln in out.splitlines() if ln and not ln.startswith(" ")}
-    if not objects or not objects <= recorded:
+    if not objects or not objects <= set(deps):
         return set()  # an object without recorded dependencies: nothing can be concluded
-    return parse_deps(out, bdir, tree)
+    return set().union(*deps.values())
 
 
-def parse_deps(text: str, bdir: Path, tree: Path) -> set[str]:
-    """The dependency paths of `ninja -t deps` output under `tree` (absolute, or relative to bdir)."""
+def ninja_deps(bdir: Path, tree: Path, env: dict[str, str] | None = None) -> dict[str, set[str]]:
+    """Ninja's deps log of the build in `bdir`: object -> its dependencies under `tree` (relative to it)."""
+    out = proc.run(["ninja", "-C", str(bdir), "-t", "deps"], echo=False, env=env).stdout
+    return deps_by_object(out, bdir, tree)
+
+
+def deps_by_object(text: str, bdir: Path, tree: Path) -> dict[str, set[str]]:
+    """`ninja -t deps` output: object -> its dependency paths under `tree` (absolute, or relative to bdir)."""
     root = os.path.realpath(tree)
-    files: set[str] = set()
+    out: dict[str, set[str]] = {}
+    cur: set[str] | None = None
     for line in text.splitlines():
-        if not line.startswith(" ") or not line.strip():
+        if line and not line.startswith(" "):
+            cur = out.setdefault(line.split(":")[0], set())
             continue
         p = line.strip()
+        if cur is None or not p:
+            continue
         full = os.path.realpath(p if os.path.isabs(p) else os.path.join(bdir, p))
         if full.startswith(root + os.sep):
-            files.add(os.path.relpath(full, root))
-    return files
+            cur.add(os.path.relpath(full, root))
+    return out
+
+
+_OBJECT = re.compile(r"(?:(.*)/)?CMakeFiles/[^/]+\.dir/(.+)\.o")
+
+
+def object_source(obj: str) -> str | None:
+    """The source (relative to the tree) of a CMake object target: CMake names an object
+    <target dir>/CMakeFiles/<target>.dir/<source relative to the target dir>.o."""
+    m = _OBJECT.fullmatch(obj)
+    return os.path.normpath(os.path.join(m.group(1) or "", m.group(2))) if m else None
 
 
 def changed_files(repo_dir: Path, old: str, new: str) -> list[str]:

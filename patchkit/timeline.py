@@ -43,14 +43,19 @@ def spans(results: dict[str, Any]) -> list[Span]:
     return sorted((Span(s.name, s.resource, s.start - zero, s.end - zero) for s in out), key=lambda s: s.start)
 
 
+def _timing(sp: list[Span]) -> list[Span]:
+    """The spans of steps that time kernels (their kinds' `timing`)."""
+    from patchkit.steps import STEPS  # here: steps reads the measurement modules
+
+    return [t for t in sp if any(k.timing and k.owns(t.name) for k in STEPS)]
+
+
 def _ready(sp: list[Span]):
     """When each step could really start: a measuring step begun before the builds ended waited for
     them (the test step takes each variant as it is built), and a GPU step that was running when a step
     that times kernels began waited for that one (it was held through it: patchkit.lanes)."""
-    from patchkit.steps import STEPS  # the kinds' `timing` (steps reads the measurement modules)
-
     builds_end = max((s.end for s in sp if s.name.startswith("build:")), default=None)
-    timing = [t for t in sp if any(k.timing and k.owns(t.name) for k in STEPS)]
+    timing = _timing(sp)
 
     def ready(s: Span) -> float:
         if s.name.startswith(("build:", "check:")):
@@ -130,9 +135,7 @@ def png(results: dict[str, Any]) -> bytes | None:
     crit = {s.name for s in critical_path(sp)}
     end = max(x.end for x in sp)
     ready = _ready(sp)
-    from patchkit.steps import STEPS
-
-    timing = [t for t in sp if any(k.timing and k.owns(t.name) for k in STEPS)]
+    timing = _timing(sp)
     rows = [s for s in sp if s.resource != "gpu"] + [s for s in sp if s.resource == "gpu"]
     builds_end = max((s.end for s in sp if s.name.startswith("build:")), default=None)
     with matplotlib.style.context("default"):

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchkit import proc, vcs
+from patchkit import compiled, vcs
 from patchkit.errors import RecipeError
 from patchkit.recipe import Affects, Recipe
 from patchkit.sweep import table as tbl
@@ -216,32 +216,6 @@ def clear(
 
 STAMP = "patchkit-built.json"  # in the build folder: the tree's head the last finished build compiled
 
-_OBJECT = re.compile(r"(?:(.*)/)?CMakeFiles/[^/]+\.dir/(.+)\.o")
-
-
-def object_source(obj: str) -> str | None:
-    """The source (relative to the tree) of a CMake object target (<dir>/CMakeFiles/<t>.dir/<src>.o)."""
-    m = _OBJECT.fullmatch(obj)
-    return os.path.normpath(os.path.join(m.group(1) or "", m.group(2))) if m else None
-
-
-def deps_by_object(text: str, bdir: Path, tree: Path) -> dict[str, set[str]]:
-    """`ninja -t deps` output: object -> its dependencies under `tree` (relative to it)."""
-    root = os.path.realpath(tree)
-    out: dict[str, set[str]] = {}
-    cur: set[str] | None = None
-    for line in text.splitlines():
-        if line and not line.startswith(" "):
-            cur = out.setdefault(line.split(":")[0], set())
-            continue
-        p = line.strip()
-        if cur is None or not p:
-            continue
-        full = os.path.realpath(p if os.path.isabs(p) else os.path.join(bdir, p))
-        if full.startswith(root + os.sep):
-            cur.add(os.path.relpath(full, root))
-    return out
-
 
 @dataclass(frozen=True, kw_only=True)
 class Prepared:
@@ -273,9 +247,9 @@ def prepare(recipe: Recipe, tree: Path, bdir: Path, new_head: str, env: dict[str
     changed = vcs.git(tree, "diff", "--name-only", old, new_head, check=True).text.split()
     if not any(a.file in changed and a.units for a in recipe.affects):
         return None
-    deps = deps_by_object(proc.run(["ninja", "-C", str(bdir), "-t", "deps"], echo=False, env=env).stdout, bdir, tree)
-    objects = {src: obj for obj in deps if (src := object_source(obj))}
-    includers = {f: {object_source(o) or o for o, ds in deps.items() if f in ds} for f in changed}
+    deps = compiled.ninja_deps(bdir, tree, env)
+    objects = {src: obj for obj in deps if (src := compiled.object_source(obj))}
+    includers = {f: {compiled.object_source(o) or o for o, ds in deps.items() if f in ds} for f in changed}
 
     cleared = clear(recipe, changed, lambda which, f: vcs.show(tree, old if which == "old" else new_head, f), includers)
     if not cleared.units:

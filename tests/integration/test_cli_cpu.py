@@ -18,6 +18,22 @@ SMALL_TESTS = r"hsk=64,hsv=64,nh=4,nr23=\[1,1\],kv=113,"
 SMALL_PERF = r"kv=4096,nb=1,.*type_K=q4_0"
 
 
+def small_measure(*, rounds: int) -> list[str]:
+    """The CLI options of a CPU-sized measurement: the small test and kernel selections, fixed rounds."""
+    return [
+        "--filter",
+        SMALL_TESTS,
+        "--test-jobs",
+        "2",
+        "--params",
+        SMALL_PERF,
+        "--rounds",
+        str(rounds),
+        "--kernel-max-rounds",
+        str(rounds),
+    ]
+
+
 def test_build_all_variants_reusing_work(cpu_build, work, cli):
     _r, manifests = cpu_build
     results = {v: m["result"] for v, m in manifests.items()}
@@ -44,16 +60,7 @@ def test_run_end_to_end_and_report(cpu_build, work, cli):
         str(work.root),
         "--label",
         label,
-        "--filter",
-        SMALL_TESTS,
-        "--test-jobs",
-        "2",
-        "--params",
-        SMALL_PERF,
-        "--rounds",
-        "3",
-        "--kernel-max-rounds",
-        "3",
+        *small_measure(rounds=3),
         "--measure-same-code",  # the seed's CUDA patches compile to base's code on CPU: measure them anyway
         "--depths",
         "0,256",

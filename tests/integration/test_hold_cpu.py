@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_cli_cpu import SMALL_PERF, SMALL_TESTS
+from tests.integration.test_cli_cpu import small_measure
 
 
 def _span(step: dict) -> tuple[float, float]:
@@ -46,16 +46,7 @@ def test_compile_check_is_held_while_kernels_are_timed(cpu_build, work, cli):
         "--check-arch",
         "89",
         "--measure-same-code",
-        "--filter",
-        SMALL_TESTS,
-        "--test-jobs",
-        "2",
-        "--params",
-        SMALL_PERF,
-        "--rounds",
-        "2",
-        "--kernel-max-rounds",
-        "2",
+        *small_measure(rounds=2),
         "--skip",
         "numerics",
         "--skip",

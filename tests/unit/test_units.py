@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import units
+from patchkit import compiled, units
 from patchkit.errors import RecipeError
 from patchkit.recipe import Affects, load_recipe, parse_recipe
 
@@ -118,13 +118,13 @@ def test_recipe_units_and_uses_are_checked(tmp_path):
 
 def test_object_source_and_deps_by_object(tmp_path):
     obj = "ggml/src/ggml-cuda/CMakeFiles/ggml-cuda.dir/template-instances/fattn-mma-f16-instance-ncols1_2-ncols2_4.cu.o"
-    assert units.object_source(obj) == INST.format(2, 4)
-    assert units.object_source("bin/test-backend-ops") is None
+    assert compiled.object_source(obj) == INST.format(2, 4)
+    assert compiled.object_source("bin/test-backend-ops") is None
     tree, bdir = tmp_path / "tree", tmp_path / "build"
     text = (
         f"{obj}: #deps 3, deps mtime 1 (VALID)\n"
         f"    {tree}/{INST.format(2, 4)}\n    {tree}/{HEADER}\n    /usr/include/stdio.h\n\n"
         "other.o: #deps 1, deps mtime 1 (VALID)\n    ../tree/x.h\n\n"
     )
-    deps = units.deps_by_object(text, bdir, tree)
+    deps = compiled.deps_by_object(text, bdir, tree)
     assert deps[obj] == {INST.format(2, 4), HEADER} and deps["other.o"] == {"x.h"}
