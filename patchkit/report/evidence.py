@@ -239,6 +239,7 @@ class KernelCase:
     variants: dict[str, dict[str, Any]]  # label -> median, min, max, n, samples_us, pct_peak, ...
     vs_base: dict[str, dict[str, Any]]  # label -> ratio, ci_low, ci_high, verdict
     aa_ratio: Any
+    rounds: Any = field(default=None, metadata=OMITTED)  # the rounds this case ran (adaptive timing)
     short: str = ""
 
 

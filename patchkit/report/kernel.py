@@ -46,6 +46,7 @@ def _cases(run: RunView, d: dict[str, Any], hidden: set[str]) -> list[KernelCase
                 variants={k: v for k, v in c["variants"].items() if k not in hidden},
                 vs_base={k: v for k, v in (c.get("vs_base") or {}).items() if k not in hidden},
                 aa_ratio=c.get("aa_ratio"),
+                rounds=c.get("rounds"),
             )
         )
     return cases
@@ -152,11 +153,19 @@ def compare_lines(multi: bool, gpu: str, run_prefix: str, db: dict[str, Any] | N
     ]
 
 
+def _rounds(have: list[tuple[KernelRun, KernelData]]) -> str:
+    """The rounds the cases ran: "3" or, where cases stopped at different rounds, "3 to 6" (per case)."""
+    per_case = {int(c.rounds) for _, m in have for c in m.cases if c.rounds is not None}
+    if per_case:
+        lo, hi = min(per_case), max(per_case)
+        return str(lo) if lo == hi else f"{lo} to {hi}"
+    return ", ".join(sorted({str(m.rounds) for _, m in have}))  # runs recorded before rounds were adaptive
+
+
 def _gist(have: list[tuple[KernelRun, KernelData]], labels: list[str]) -> str:
     m0 = have[0][1]
     n = len({c.params for _, m in have for c in m.cases})
-    rounds = ", ".join(sorted({str(m.rounds) for _, m in have}))
-    s = f"{plural(n, 'case')} of {m0.op} on {m0.backend}, {len(labels)} binaries, {rounds} interleaved rounds"
+    s = f"{plural(n, 'case')} of {m0.op} on {m0.backend}, {len(labels)} binaries, {_rounds(have)} interleaved rounds"
     floors = sorted({m.noise_floor for _, m in have if m.noise_floor is not None})
     return s + (f"; A/A noise floor {', '.join(pct(100 * f) for f in floors)}" if floors else "")
 
