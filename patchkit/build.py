@@ -31,7 +31,7 @@ from patchkit.parsers.compiler import failed_objects, first_compiler_error
 from patchkit.progress import Progress
 from patchkit.recipe import Recipe
 from patchkit.series import VariantState, checkout_base
-from patchkit.source import BaseInfo, open_cache_repo
+from patchkit.source import BaseInfo, open_cache_repo, show
 from patchkit.workspace import Workspace, read_json, write_json
 
 MIN_ARCH = 50  # sm_50: the oldest architecture CUDA 12 compiles for (CUDA 13: sm_75)
@@ -472,14 +472,14 @@ class CheckItem:
 
 
 def _cleared(
-    recipe: Recipe, repo, tree: Path, old: str, new: str, changed: list[str], graph: dict[str, set[str]]
+    recipe: Recipe, ws: Workspace, tree: Path, old: str, new: str, changed: list[str], graph: dict[str, set[str]]
 ) -> dict[str, str]:
     """The units (path -> why) a variant's change against base does not reach, by the [[affects]] units rules."""
     if not any(a.units and a.file in changed for a in recipe.affects):
         return {}
 
     def text(which: str, f: str) -> str | None:
-        return vcs.show(repo.git_dir, old if which == "old" else new, f, git_dir=repo.git_dir)
+        return show(ws, old if which == "old" else new, f)
 
     by_file = {f: set(includers(tree, [f], graph=graph)) for f in changed}
     return units.clear(recipe, changed, text, by_file).units
@@ -510,7 +510,7 @@ def check(
                 cleared = (
                     {}
                     if opts.full_rebuild
-                    else _cleared(recipe, repo, tree, base.commit, state.head, changed_by[state.name], graph)
+                    else _cleared(recipe, ws, tree, base.commit, state.head, changed_by[state.name], graph)
                 )
                 if cleared:
                     sources = [s for s in sources if s not in cleared]

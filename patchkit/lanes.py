@@ -29,10 +29,9 @@ def _relative(d: dict, root: Path, run: Path) -> dict:
     """A build result with its binaries' folder relative to the work folder (as the manifests keep it)
     and its log relative to the run folder when it lies there (the run folder may be moved)."""
     out = dict(d)
-    if out.get("bin_dir") and Path(out["bin_dir"]).is_absolute() and Path(out["bin_dir"]).is_relative_to(root):
-        out["bin_dir"] = str(Path(out["bin_dir"]).relative_to(root))
-    if out.get("log") and Path(out["log"]).is_absolute() and Path(out["log"]).is_relative_to(run):
-        out["log"] = str(Path(out["log"]).relative_to(run))
+    for k, under in (("bin_dir", root), ("log", run)):
+        if out.get(k) and Path(out[k]).is_absolute() and Path(out[k]).is_relative_to(under):
+            out[k] = str(Path(out[k]).relative_to(under))
     return out
 
 

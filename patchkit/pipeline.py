@@ -16,7 +16,7 @@ from pathlib import Path
 
 from patchkit import build as build_mod
 from patchkit import env as env_mod
-from patchkit import lanes, proc, scope, series, source, steps, timeline, units, vcs
+from patchkit import lanes, proc, scope, series, source, steps, timeline, units
 from patchkit.errors import ApplyError, PatchkitError, ResultsError
 from patchkit.measure.tool import Built
 from patchkit.options import Context, RunOptions
@@ -232,9 +232,7 @@ def run(ctx: Context, opts: RunOptions, *, label: str) -> Bundle:
 
 def check_rules(ctx: Context, base: source.BaseInfo) -> None:
     """The [[affects]] rules' `uses` names against the base's macros, before anything is built or written."""
-    repo = source.open_cache_repo(ctx.ws)
-
-    units.check_recipe(ctx.recipe, lambda path: vcs.show(repo.git_dir, base.commit, path, git_dir=repo.git_dir))
+    units.check_recipe(ctx.recipe, lambda path: source.show(ctx.ws, base.commit, path))
 
 
 def gpu_lanes(built: Built, opts: RunOptions, lane: lanes.BuildLane, gpu: list) -> None:

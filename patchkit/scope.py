@@ -21,7 +21,7 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from patchkit import build as build_mod
-from patchkit import vcs
+from patchkit import source, vcs
 from patchkit.errors import RecipeError
 from patchkit.recipe import Affects, Recipe
 from patchkit.series import VariantState
@@ -79,10 +79,6 @@ def rule_params(rule: Affects, rows: list[dict[str, tbl.Value]], where: str) -> 
     return "|".join(f"(?:{p})" for p in out)
 
 
-def _show(ws: Workspace, commit: str, path: str) -> str | None:
-    return vcs.show(ws.repo, commit, path, git_dir=ws.repo)
-
-
 def affected(ws: Workspace, recipe: Recipe, old: str, new: str) -> tuple[list[str], list[dict], str | None, str]:
     """(changed files, changed rows, the cases' regex or None for every case, why) between two heads."""
     files = vcs.git(ws.repo, f"--git-dir={ws.repo}", "diff", "--name-only", old, new, check=True).text.split()
@@ -91,7 +87,7 @@ def affected(ws: Workspace, recipe: Recipe, old: str, new: str) -> tuple[list[st
     parts, rows_all = [], []
     for f in files:
         rules = [(i, a) for i, a in enumerate(recipe.affects) if a.file == f]
-        old_text, new_text = _show(ws, old, f), _show(ws, new, f)
+        old_text, new_text = source.show(ws, old, f), source.show(ws, new, f)
         hit = None
         for i, rule in rules:
             rows = changed_rows(old_text or "", new_text or "", rule.macro) if old_text and new_text else None

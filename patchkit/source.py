@@ -68,6 +68,11 @@ def open_cache_repo(ws: Workspace) -> vcs.Repo:
     return repo
 
 
+def show(ws: Workspace, commit: str, path: str) -> str | None:
+    """A file's text at a commit of the cache's bare repo, or None where it is not there."""
+    return vcs.show(ws.repo, commit, path, git_dir=ws.repo)
+
+
 def base_key(base: Base) -> str:
     if base.route == "git":
         assert base.git is not None

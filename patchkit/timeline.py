@@ -50,11 +50,16 @@ def _timing(sp: list[Span]) -> list[Span]:
     return [t for t in sp if any(k.timing and k.owns(t.name) for k in STEPS)]
 
 
+def _builds_end(sp: list[Span]) -> float | None:
+    """When the last build step ended (None: no build step)."""
+    return max((s.end for s in sp if s.name.startswith("build:")), default=None)
+
+
 def _ready(sp: list[Span]):
     """When each step could really start: a measuring step begun before the builds ended waited for
     them (the test step takes each variant as it is built), and a GPU step that was running when a step
     that times kernels began waited for that one (it was held through it: patchkit.lanes)."""
-    builds_end = max((s.end for s in sp if s.name.startswith("build:")), default=None)
+    builds_end = _builds_end(sp)
     timing = _timing(sp)
 
     def ready(s: Span) -> float:
@@ -137,7 +142,7 @@ def png(results: dict[str, Any]) -> bytes | None:
     ready = _ready(sp)
     timing = _timing(sp)
     rows = [s for s in sp if s.resource != "gpu"] + [s for s in sp if s.resource == "gpu"]
-    builds_end = max((s.end for s in sp if s.name.startswith("build:")), default=None)
+    builds_end = _builds_end(sp)
     with matplotlib.style.context("default"):
         fig = Figure(figsize=(10, 0.9 + 0.42 * len(rows)), dpi=100)
         FigureCanvasAgg(fig)

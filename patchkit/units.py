@@ -38,10 +38,21 @@ from patchkit.recipe import Affects, Recipe
 from patchkit.sweep import table as tbl
 from patchkit.workspace import read_json
 
-_BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv}
-_BIN[ast.Mod] = operator.mod
-_CMP = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le}
-_CMP.update({ast.Gt: operator.gt, ast.GtE: operator.ge})
+_BIN = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+}
+_CMP = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+}
 
 
 def parse_uses(expr: str, where: str) -> ast.Expression:
