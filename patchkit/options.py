@@ -101,7 +101,6 @@ class RunOptions:
     force: bool = False
     run: str = ""  # resume (or name) this run folder
     redo: bool = False
-    label: str = "run"
     steps: tuple[str, ...] = ()  # step kinds to run, in pipeline order (patchkit.steps)
     skip: tuple[str, ...] = ()  # step kinds or instance names not to run
     check_archs: tuple[str, ...] = ()
@@ -179,7 +178,6 @@ def resolve_run(
         force=bool(cli.get("force")),
         run=str(cli.get("run") or ""),
         redo=bool(cli.get("redo")),
-        label=str(cli.get("label") or "run"),
         steps=steps,
         skip=tuple(cli.get("skip") or ()),  # type: ignore[arg-type]
         check_archs=tuple(cli.get("check_arch") or ()),  # type: ignore[arg-type]

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import tarfile
 import tempfile
 from dataclasses import asdict, dataclass
@@ -416,7 +415,3 @@ def _fetch_sdist(base: Base, ws: Workspace, repo: vcs.Repo, key: str, ref: str, 
         sdist_sha256=sd.sha256,
         sdist_file=archive.name,
     )
-
-
-def clear_tmp(ws: Workspace) -> None:
-    shutil.rmtree(ws.cache / "tmp", ignore_errors=True)

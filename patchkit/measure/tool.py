@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -25,23 +25,6 @@ class Variants(Protocol):
     def stream(self) -> Iterator[Bins]: ...
 
     def same_code(self) -> dict[str, str]: ...
-
-
-@dataclass(frozen=True)
-class FixedVariants:
-    """Variants that are all built already."""
-
-    bins: tuple[Bins, ...]
-    same: dict[str, str] = field(default_factory=dict)
-
-    def all(self) -> list[Bins]:
-        return list(self.bins)
-
-    def stream(self) -> Iterator[Bins]:
-        yield from (b for b in self.bins if b.variant not in self.same)
-
-    def same_code(self) -> dict[str, str]:
-        return dict(self.same)
 
 
 @dataclass(frozen=True, kw_only=True)
