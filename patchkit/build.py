@@ -239,6 +239,10 @@ def find_build(
             tc = Toolchain(cmake_args=tuple(data.get("cmake_args", ())))
     if data.get("key") != build_key(state, opts, tc):
         return None
+    why = _files_gone(manifest.parent, data.get("files"), build_root(ws, recipe, opts) / "build")
+    if why:
+        print(f"{state.name}: the finished build is not reused: {why}; building it again")
+        return None
     res = dict(data["result"])
     log = Path(res.get("log") or "")
     return BuildResult(
@@ -251,7 +255,27 @@ def find_build(
     )
 
 
-def _manifest(ws: Workspace, result: BuildResult, tc: Toolchain, opts: BuildOptions) -> dict:
+def _file_facts(path: Path) -> dict:
+    return {"size": path.stat().st_size, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+
+
+def _files_gone(out: Path, files: object, bdir: Path) -> str | None:
+    """Why a manifest's build cannot be reused from its files (None: it can): a manifest without the
+    files' record (older), a binary missing or changed since it was made, or no build folder."""
+    if not isinstance(files, dict) or not files:
+        return "its manifest records no binaries (older manifest)"
+    for name, facts in files.items():
+        f = out / name
+        if not f.is_file():
+            return f"{f} is missing"
+        if _file_facts(f) != facts:
+            return f"{f} is not the binary that was built (size or sha256 changed)"
+    if not (bdir / "build.ninja").is_file():
+        return f"the build folder {bdir} is gone"
+    return None
+
+
+def _manifest(ws: Workspace, result: BuildResult, tc: Toolchain, opts: BuildOptions, files: Path) -> dict:
     """bin/<variant>/manifest.json: paths in it are relative to the work folder (a moved work folder's
     manifests stay true); the log is absolute only where it lies outside the work folder."""
     log = Path(result.log)
@@ -259,6 +283,7 @@ def _manifest(ws: Workspace, result: BuildResult, tc: Toolchain, opts: BuildOpti
         "key": result.key,
         "cmake_args": list(tc.cmake_args),
         "options": opts.key_material(),
+        "files": {t: _file_facts(Path(files) / t) for t in opts.targets},
         "result": {
             **result.to_dict(),
             "bin_dir": str(Path(result.bin_dir).relative_to(ws.root)),
@@ -396,7 +421,7 @@ def build_variants(
                 log=str(log),
                 cleared=rows.cleared.to_dict() if rows is not None else {},
             )
-            write_json(tmp / "manifest.json", _manifest(ws, result, tc, opts))
+            write_json(tmp / "manifest.json", _manifest(ws, result, tc, opts, tmp))
             shutil.rmtree(out, ignore_errors=True)
             os.replace(tmp, out)
             print(f"{state.name}: built in {seconds:.0f} s ({steps} steps) -> {out}")

@@ -204,6 +204,11 @@ def test_a_moved_work_folder_is_refused(toy):
 
 
 def test_build_manifests_hold_paths_relative_to_the_work_folder(toy, tmp_path):
+    _a_finished_build(toy)
+
+
+def _a_finished_build(toy):
+    """A manifest of a finished build with its binary and build folder, found by find_build."""
     toy.write_patches()
     states, _ = toy.apply()
     opts = build.BuildOptions(backend="cpu", archs=(), targets=("t",))
@@ -219,14 +224,34 @@ def test_build_manifests_hold_paths_relative_to_the_work_folder(toy, tmp_path):
         steps=1,
         log=str(toy.ws.root / "logs" / "toy" / "build-cpu-base.log"),
     )
-    manifest = build._manifest(toy.ws, result, tc, opts)
+    out.mkdir(parents=True)
+    (out / "t").write_bytes(b"binary")
+    bdir = build.build_root(toy.ws, toy.recipe(), opts) / "build"
+    bdir.mkdir(parents=True)
+    (bdir / "build.ninja").write_text("# ninja\n")
+    manifest = build._manifest(toy.ws, result, tc, opts, out)
     assert manifest["result"]["bin_dir"] == "builds/toy/cpu/bin/base"
     assert manifest["result"]["log"] == "logs/toy/build-cpu-base.log"
-    out.mkdir(parents=True)
     (out / "manifest.json").write_text(json.dumps(manifest))
     found = build.find_build(toy.ws, toy.recipe(), opts, states[0], tc)
     assert found is not None and found.bin_dir == str(out) and found.reused
     assert found.log == str(toy.ws.root / "logs/toy/build-cpu-base.log")
+    return states[0], opts, tc, out, bdir
+
+
+def test_a_build_whose_binary_or_build_folder_is_gone_is_not_reused(toy, tmp_path, capsys):
+    state, opts, tc, out, bdir = _a_finished_build(toy)
+    (out / "t").write_bytes(b"other")  # changed since it was built
+    assert build.find_build(toy.ws, toy.recipe(), opts, state, tc) is None
+    assert "is not the binary that was built" in capsys.readouterr().out
+    (out / "t").unlink()
+    assert build.find_build(toy.ws, toy.recipe(), opts, state, tc) is None
+    assert "is missing; building it again" in capsys.readouterr().out
+    (out / "t").write_bytes(b"binary")
+    assert build.find_build(toy.ws, toy.recipe(), opts, state, tc) is not None
+    (bdir / "build.ninja").unlink()
+    assert build.find_build(toy.ws, toy.recipe(), opts, state, tc) is None
+    assert "build folder" in capsys.readouterr().out
 
 
 # -- defect 10: a file as the work folder
