@@ -144,6 +144,7 @@ class BuildLane:
                 "cmake_args": list(build_mod.toolchain(b).cmake_args),
                 "variants": [_relative(r.to_dict(), self.ctx.ws.root, bundle.path) for r in results],
                 "same_code": dict(self._same),
+                **({"same_code_measured": True} if self.opts.measure_same_code and self._same else {}),
             },
         )
         bundle.record(step)
@@ -187,10 +188,14 @@ class BuildLane:
     def quiet(self, name: str):
         """While a step that times kernels runs: the builds done (it needs them all anyway), and the CPU
         lane's steps and the other GPU steps held (their processes stopped, new ones kept back), so that
-        nothing shares the machine with the timing."""
+        nothing shares the machine with the timing. Yields a list: the caller puts the step in it, and
+        what was held is told only of a step that ran (one not run timed nothing)."""
         self.all()
+        ran: list[Step] = []
         with proc.held(CPU_STEPS) as h, proc.held(GPU_SIDE) as g:
-            yield
+            yield ran
+        if not any(s.status != Status.NOT_RUN for s in ran):  # not run, or done earlier: it timed nothing
+            return
         for what, x in (("CPU lane", h), ("other GPU steps", g)):
             if x.stopped or x.kept:
                 print(

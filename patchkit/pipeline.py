@@ -44,7 +44,7 @@ _LOADED = time.time()
 
 def fetch(ctx: Context) -> source.BaseInfo:
     info = source.fetch(ctx.recipe.base, ctx.ws, offline=ctx.offline)
-    how = "upstream commit, verified" if info.upstream_verified else "import commit"
+    how = info.provenance or ("upstream commit, verified" if info.upstream_verified else "import commit")
     print(f"base {info.key}: {info.commit} ({how})")
     return info
 
@@ -265,8 +265,8 @@ def gpu_lanes(built: Built, opts: RunOptions, lane: lanes.BuildLane, gpu: list) 
             if opts.overlap_timing:
                 _one(built, opts, kind, name)
             else:
-                with lane.quiet(name):
-                    _one(built, opts, kind, name)
+                with lane.quiet(name) as ran:
+                    ran += _one(built, opts, kind, name)
         finally:
             done[name].set()
     for t in threads:
@@ -292,16 +292,21 @@ def run_scope(
     return sc
 
 
-def _one(built: Built, opts: RunOptions, kind: steps.StepKind, name: str) -> None:
-    """Run one step unless done earlier, timed and recorded with its start and resource."""
+def _one(built: Built, opts: RunOptions, kind: steps.StepKind, name: str) -> list[Step]:
+    """Run one step unless done earlier, timed and recorded with its start and resource: [the step],
+    or [] when it was done earlier."""
     inputs = kind.inputs(built, opts, name)
     if not _todo(built.bundle, name, inputs, opts):
-        return
+        return []
     started = lanes.now()
-    step = timed(name, lambda: kind.run(built, opts, name))
+    why = steps.unmet(kind, built.ctx.recipe, opts)
+    if why:
+        step = Step(name=name, status=Status.NOT_RUN, reason=why)
+    else:
+        step = timed(name, lambda: kind.run(built, opts, name))
     step.data.setdefault("inputs", _jsonable(inputs))
     step.started, step.resource = started, kind.resource.value
-    record(built.bundle, step)
+    return [record(built.bundle, step)]
 
 
 def exit_status(bundle: Bundle, names: list[str], *, not_run_ok: bool) -> int:

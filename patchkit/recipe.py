@@ -29,7 +29,7 @@ DEFAULT_RECIPE = "default"
 @dataclass(frozen=True, kw_only=True)
 class GitBase:
     url: str
-    commit: str  # full 40-hex sha
+    commit: str = ""  # full 40-hex sha; default: the full commit [base] upstream names
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -171,6 +171,12 @@ class Recipe:
     sweep: dict[str, object] = field(default_factory=dict)  # the [sweep] table (patchkit.sweep validates it)
     profiles: dict[str, Profile] = field(default_factory=dict)  # backend -> its defaults ([profile.cpu])
     affects: tuple[Affects, ...] = ()  # [[affects]]: what a row edit can affect (patchkit.scope)
+    # the optional tables the recipe has ("bench.decode", "model", "numerics", ...): a step whose table is
+    # missing is not run on defaults (patchkit.steps.unmet); None: every table (a recipe made in code)
+    sections: frozenset[str] | None = None
+
+    def has(self, section: str) -> bool:
+        return self.sections is None or section in self.sections
 
     @property
     def pr_patches(self) -> tuple[Patch, ...]:
@@ -300,6 +306,14 @@ def parse_recipe(text: str, file: Path, root: Path | None = None) -> Recipe:
         raise RecipeError(f"{file}: base.source is 'git' but there is no [base.git] table")
     if base.route == "sdist" and base.sdist is None:
         raise RecipeError(f"{file}: base.source is 'sdist' but there is no [base.sdist] table")
+    if base.git is not None and not base.git.commit:  # the base named by its upstream commit
+        named = base.upstream.rsplit("@", 1)[-1] if "@" in base.upstream else ""
+        if not _is_full_sha(named):
+            raise RecipeError(
+                f"{file}: missing key 'base.git.commit' (or name the full 40-hex commit in [base] upstream, "
+                f'e.g. upstream = "ggml-org/llama.cpp@<commit>"; got {base.upstream!r})'
+            )
+        base = dataclasses.replace(base, git=dataclasses.replace(base.git, commit=named.lower()))
     if base.git is not None and not _is_full_sha(base.git.commit):
         raise RecipeError(f"{file}: base.git.commit: expected a full 40-hex commit, got {base.git.commit!r}")
     if base.sdist is not None and not _is_hex(base.sdist.sha256, 64):
@@ -350,6 +364,7 @@ def parse_recipe(text: str, file: Path, root: Path | None = None) -> Recipe:
         sweep=_table(data.get("sweep", {}), "sweep", file),
         profiles=_profiles(data.get("profile", {}), file),
         affects=affects,  # type: ignore[arg-type]
+        sections=frozenset([k for k in ("suites", "model", "numerics") if k in data] + [f"bench.{k}" for k in bench]),
     )
 
 
@@ -447,5 +462,8 @@ def load_recipe(name_or_path: str | None = None, cwd: Path | None = None) -> Rec
     recipe = parse_recipe(text, path)
     for i, p in enumerate(recipe.series):
         if not recipe.patch_path(p).is_file():
-            raise RecipeError(f"{path}: series[{i}].file: {p.file}: patch file not found")
+            raise RecipeError(
+                f"{path}: series[{i}].file: {p.file}: patch file not found: tried {recipe.patch_path(p)} "
+                f"(a recipe's patch paths are relative to {recipe.root}, the folder above the recipe's folder)"
+            )
     return recipe

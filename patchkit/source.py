@@ -14,8 +14,11 @@ A second fetch finds the ref and needs no network.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import hashlib
 import os
+import re
 import tarfile
 import tempfile
 from dataclasses import asdict, dataclass
@@ -45,9 +48,10 @@ class BaseInfo:
     commit: str  # the commit patches apply to
     route: str
     upstream: str  # "ggml-org/llama.cpp@<sha>" as the recipe says
-    upstream_verified: bool  # the commit is upstream's own (same sha and tree), not an import
+    upstream_verified: bool  # compared with the named upstream commit: the same commit, or the same tree
     sdist_sha256: str = ""
     sdist_file: str = ""
+    provenance: str = ""  # git route: what the base is, where it is not upstream's own commit (the report's words)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -94,6 +98,11 @@ def fetch(base: Base, ws: Workspace, *, offline: bool = False) -> BaseInfo:
             try:
                 if repo.git.rev_parse("--verify", "-q", f"{ref}^{{commit}}") == info.commit:
                     _mark_shallow(repo, info.commit)
+                    if base.route == "git":  # a record of older code may say "verified" where nothing was compared
+                        verified, provenance = _git_provenance(repo, base, offline=offline)
+                        if (verified, provenance) != (info.upstream_verified, info.provenance):
+                            info = dataclasses.replace(info, upstream_verified=verified, provenance=provenance)
+                            write_json(meta_path, info.to_dict())
                     return info
             except vcs.GitError:
                 pass
@@ -105,26 +114,70 @@ def fetch(base: Base, ws: Workspace, *, offline: bool = False) -> BaseInfo:
         return info
 
 
+def is_local_url(url: str) -> bool:
+    """A git URL that needs no network: a file:// URL or a path on this machine (not host:path)."""
+    if url.startswith("file://"):
+        return True
+    if "://" in url or re.match(r"^[^/]+:", url):  # scheme://, or scp-like user@host:path
+        return False
+    return Path(url).expanduser().exists()
+
+
+def upstream_commit(upstream: str) -> str:
+    """The commit the recipe's [base] upstream names ("owner/name@sha"): '' when it names none."""
+    sha = upstream.rsplit("@", 1)[-1] if "@" in upstream else ""
+    return sha.lower() if re.fullmatch(r"[0-9a-fA-F]{7,40}", sha) else ""
+
+
+def _fetch_commit(repo: vcs.Repo, url: str, sha: str) -> None:
+    try:
+        repo.git.fetch("--depth", "1", "--no-tags", url, sha)
+    except vcs.GitError as e:
+        raise FetchError(f"git fetch {url} {sha}: {_git_msg(e)}") from None
+
+
 def _fetch_git(base: Base, repo: vcs.Repo, key: str, ref: str, *, offline: bool) -> BaseInfo:
     assert base.git is not None
-    sha = base.git.commit
+    sha, url = base.git.commit, base.git.url
     if not _has_object(repo, f"{sha}^{{commit}}"):  # e.g. already brought in by an sdist of the same upstream commit
-        if offline:
-            raise FetchError(f"base {key}: not in the cache and --offline was given")
-        try:
-            repo.git.fetch("--depth", "1", "--no-tags", base.git.url, sha)
-        except vcs.GitError as e:
-            raise FetchError(f"git fetch {base.git.url} {sha}: {_git_msg(e)}") from None
+        if offline and not is_local_url(url):
+            raise FetchError(
+                f"base {key}: not in the cache and --offline was given ({url} is not a local path or file:// URL)"
+            )
+        _fetch_commit(repo, url, sha)
     repo.git.update_ref(ref, sha)
     _mark_shallow(repo, sha)
+    verified, provenance = _git_provenance(repo, base, offline=offline)
     return BaseInfo(
         key=key,
         ref=ref,
         commit=sha,
         route="git",
-        upstream=base.upstream or f"{base.git.url}@{sha}",
-        upstream_verified=True,
+        upstream=base.upstream or f"{url}@{sha}",
+        upstream_verified=verified,
+        provenance=provenance,
     )
+
+
+def _git_provenance(repo: vcs.Repo, base: Base, *, offline: bool) -> tuple[bool, str]:
+    """Whether the git route's commit was compared with the named upstream commit and matched (the same
+    commit, or the same tree), and in words what it is where it is not upstream's own commit."""
+    assert base.git is not None
+    sha, url = base.git.commit, base.git.url
+    up = upstream_commit(base.upstream)
+    if not up:
+        return False, f"commit {sha[:12]} of {url}; no upstream commit named ([base] upstream) to compare it with"
+    if sha.startswith(up):
+        return True, ""
+    name = base.upstream
+    if len(up) == 40 and not _has_object(repo, f"{up}^{{commit}}") and not (offline and not is_local_url(url)):
+        with contextlib.suppress(FetchError):  # the upstream commit may be in the same repository
+            _fetch_commit(repo, url, up)
+    if not _has_object(repo, f"{up}^{{commit}}"):
+        return False, f"a local commit {sha[:12]} of {url}, not compared with upstream {name} (not in that repository)"
+    if repo.git.rev_parse(f"{sha}^{{tree}}") == repo.git.rev_parse(f"{up}^{{commit}}^{{tree}}"):
+        return True, f"commit {sha[:12]} of {url}, not upstream's commit, has upstream {name}'s tree (compared)"
+    return False, f"a local commit {sha[:12]} of {url}, whose tree differs from upstream {name}'s (compared)"
 
 
 def _has_object(repo: vcs.Repo, rev: str) -> bool:

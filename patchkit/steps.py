@@ -53,6 +53,9 @@ class StepKind:
     section: str = ""  # its section of the report: a key of patchkit.report.SECTIONS ('' = the name)
     timing: bool = False  # it times kernels: the CPU lane's steps are held while it runs (patchkit.pipeline)
     after: tuple[str, ...] = ()  # steps it reads, run first when the same command runs them
+    tools: tuple[str, ...] = ()  # the programs it runs: `[build] targets` must build them (else: not run)
+    tables: tuple[str, ...] = ()  # the recipe tables that ask for it (else: not run, never on defaults)
+    model: bool = False  # it runs a model: the recipe's [model] (synthetic) or bench.decode.model / --model
 
     @property
     def report_section(self) -> str:
@@ -81,6 +84,7 @@ STEPS: tuple[StepKind, ...] = (
         help="test-backend-ops test mode on every variant, one step per recipe suite (test:<suite>)",
         resource=Resource.GPU,
         names=lambda recipe, opts: tuple(f"test:{s}" for s in opts.test.suites),
+        tools=("test-backend-ops",),
         run=tests.step,
         inputs=tests.inputs,
         reparse=tests.reparse,
@@ -92,6 +96,7 @@ STEPS: tuple[StepKind, ...] = (
         resource=Resource.GPU,
         names=_one("bench:kernel"),
         timing=True,
+        tools=("test-backend-ops",),
         run=kernel.step,
         inputs=kernel.inputs,
         reparse=kernel.reparse,
@@ -103,6 +108,7 @@ STEPS: tuple[StepKind, ...] = (
         resource=Resource.GPU,
         names=_one("bench:path"),
         after=("bench:kernel",),  # the cases it timed
+        tools=("test-backend-ops",),
         run=path.step,
         inputs=path.inputs,
         reparse=path.reparse,
@@ -113,6 +119,9 @@ STEPS: tuple[StepKind, ...] = (
         resource=Resource.GPU,
         names=_one("bench:decode"),
         timing=True,
+        tools=("llama-bench",),
+        tables=("bench.decode",),
+        model=True,
         run=decode.step,
         inputs=decode.inputs,
         reparse=decode.reparse,
@@ -123,6 +132,9 @@ STEPS: tuple[StepKind, ...] = (
         help="greedy generations and KL divergence against base",
         resource=Resource.GPU,
         names=_one("numerics"),
+        tools=("llama-completion", "llama-perplexity"),
+        tables=("numerics",),
+        model=True,
         run=numerics.step,
         inputs=numerics.inputs,
     ),
@@ -138,6 +150,20 @@ def kind_of(step_name: str) -> StepKind:
         if k.owns(step_name):
             return k
     raise OptionError(f"no step {step_name!r} (steps: {', '.join(k.name for k in STEPS)})")
+
+
+def unmet(kind: StepKind, recipe: Recipe, opts: RunOptions) -> str:
+    """Why a step is not run here ('' when it can run): the recipe does not ask for it (a table of
+    `kind.tables` is missing: no step runs on defaults), or `[build] targets` do not build its program."""
+    for t in kind.tables:
+        if not recipe.has(t):
+            return f"the recipe has no [{t}]"
+    if kind.model and not opts.decode.model and not recipe.has("model"):
+        return "no model: the recipe has no [model] (a synthetic model) and no bench.decode.model (--model)"
+    lack = [t for t in kind.tools if t not in opts.build.targets]
+    if lack:
+        return f"the recipe's [build] targets do not build {' and '.join(lack)}"
+    return ""
 
 
 def check_names(names: tuple[str, ...], what: str) -> None:

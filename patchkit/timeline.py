@@ -40,7 +40,17 @@ def spans(results: dict[str, Any]) -> list[Span]:
     if not out:
         return []
     zero = _t(t0) if t0 else min(sp.start for sp in out)
+    out = [s for s in out if s.end > zero]  # a resumed run: steps an earlier command finished are not on it
     return sorted((Span(s.name, s.resource, s.start - zero, s.end - zero) for s in out), key=lambda s: s.start)
+
+
+def earlier(results: dict[str, Any]) -> list[str]:
+    """The steps an earlier command of a resumed run finished (before this timeline's start)."""
+    t0 = results.get("timeline", {}).get("started")
+    if not t0:
+        return []
+    zero = _t(t0)
+    return [n for n, s in results.get("steps", {}).items() if s.get("finished") and _t(s["finished"]) <= zero]
 
 
 def _timing(sp: list[Span]) -> list[Span]:
@@ -105,6 +115,7 @@ def summary(results: dict[str, Any]) -> dict[str, Any]:
         "overlap": results.get("timeline", {}).get("overlap"),
         "critical_path": _on_path(critical_path(sp)),
         "finished": "timeline" in results,  # a run that stopped early records no wall time
+        **({"earlier": done} if (done := earlier(results)) else {}),
     }
 
 

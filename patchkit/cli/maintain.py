@@ -167,6 +167,7 @@ class NewestBase(Command):
                 print(f"{c.text}: ERROR: {c.error}")
             else:
                 print(render_table(f"{c.text} ({bases.describe(c.info)})", c.trial))
+                print("  " + c.route)
         for c in reversed(res.candidates):
             if c.build is not None:
                 bad = [b["error"] for b in c.build["builds"].values() if not b["ok"]]
@@ -180,6 +181,7 @@ class NewestBase(Command):
             return 1
         assert res.best.info is not None
         print(f"newest base: {res.best.text} ({bases.short(res.best.info.commit)})")
+        print(bases.route_line(res.best.text, res.best.base, res.best.info, ctx.ws))
         print(f"report: {res.path}")
         return 0
 

@@ -159,3 +159,26 @@ def describe(info: source.BaseInfo) -> str:
         "upstream commit, verified" if info.upstream_verified else ("import commit" if info.route == "sdist" else "git")
     )
     return f"{short(info.commit)}, {info.key}, {how}"
+
+
+def sdists_vendoring(ws: Workspace, commit: str) -> list[str]:
+    """`sdist:VERSION` of every sdist base in the cache that vendors `commit` (its import was verified)."""
+    out = []
+    for f in sorted((ws.cache / "bases").glob("sdist-*.json")):
+        info = read_json(f)
+        if isinstance(info, dict) and info.get("upstream_verified") and info.get("commit") == commit:
+            out.append("sdist:" + str(info.get("key", "")).rsplit("-", 1)[-1])
+    return out
+
+
+def route_line(c_text: str, base: Base | None, info: source.BaseInfo | None, ws: Workspace) -> str:
+    """Which route a candidate takes, and what it means (docs/carry-your-pr.md, "Which route")."""
+    if base is None or info is None:
+        return ""
+    if base.route == "sdist":
+        what = f"vendors {base.upstream}" if info.upstream_verified else "an import commit (no verified upstream)"
+        return f"route: sdist {base.sdist.version if base.sdist else ''}: {what}; offline once the sdist is cached"
+    url = base.git.url if base.git else ""
+    local = "a local clone: works offline" if source.is_local_url(url) else "needs the network unless cached"
+    also = sdists_vendoring(ws, info.commit)
+    return f"route: git {url} ({local}); any commit" + (f"; also vendored by {', '.join(also)}" if also else "")

@@ -12,7 +12,7 @@ from pathlib import Path
 from patchkit import build as build_mod
 from patchkit import source
 from patchkit.errors import PatchkitError
-from patchkit.maintain.bases import Onto, fetch_checked, resolve_base, short
+from patchkit.maintain.bases import Onto, fetch_checked, resolve_base, route_line, short
 from patchkit.maintain.rebase import SCHEMA, build_trial, now, trial_recipe
 from patchkit.maintain.trial import Trial, series_items, trial_tree, try_series
 from patchkit.recipe import Base, Recipe
@@ -28,6 +28,7 @@ class Candidate:
     provenance: dict = field(default_factory=dict)
     trial: Trial | None = None
     build: dict | None = None  # build_trial's answer, when built
+    route: str = ""  # which route it takes and what that means (bases.route_line)
 
     @property
     def applies(self) -> bool:
@@ -47,6 +48,7 @@ class Candidate:
             "patches": [r.to_dict() for r in self.trial.results],
             "summary": self.trial.summary(),
             "applies": self.applies,
+            "route": self.route,
         }
         if self.build is not None:
             out["build"] = self.build
@@ -69,6 +71,7 @@ def try_candidate(recipe: Recipe, ws: Workspace, onto: Onto, *, git_url: str = "
     except PatchkitError as e:
         cand.error = str(e)
         return cand
+    cand.route = route_line(onto.text, cand.base, cand.info, ws)
     cand.trial = try_series(ws, trial_tree(ws, recipe), cand.info.commit, series_items(recipe), recipe.base.prune)
     return cand
 

@@ -85,6 +85,29 @@ def failing_hunks(tree: Path, patch_text: str, *, index_env: dict | None = None)
     return out
 
 
+def hunks_already_there(tree: Path, patch_text: str, index_env: dict) -> tuple[list, list]:
+    """(the hunks whose change the base of `index_env` already has, the others): a hunk that reverse-applies
+    on its own, or whose added lines are all in the base's file, in order (the code around them changed
+    since, so neither the patch nor its reverse applies)."""
+    there, rest = [], []
+    for h, body in split_hunks(patch_text):
+        data = body.encode("utf-8", "surrogateescape")
+        back = vcs.git(tree, "apply", "--cached", "--check", "--reverse", "-", env=index_env, input=data).ok
+        (there if back or _added_lines_in(tree, h.file, body, index_env) else rest).append(h)
+    return there, rest
+
+
+def _added_lines_in(tree: Path, file: str, body: str, index_env: dict) -> bool:
+    """Whether every line a hunk adds (at least one that is not blank) is in the file, in order."""
+    added = [ln[1:].strip() for ln in body.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+    added = [a for a in added if a]
+    r = vcs.git(tree, "show", f":{file}", env=index_env)
+    if not added or not r.ok:
+        return False
+    lines = iter(ln.strip() for ln in r.text.splitlines())
+    return all(any(a == ln for ln in lines) for a in added)
+
+
 def files_of(patch_text: str) -> list[str]:
     """The files a patch touches, in order."""
     return list(dict.fromkeys(m.group(2) for m in _DIFF_FILES.finditer(patch_text)))
@@ -206,7 +229,17 @@ def _try_one(tree: Path, patch: Patch, pf: Path, base_index: dict, earlier: list
     if "No changes -- Patch already applied" in am_out:
         res.status, res.detail = "upstream", "the 3-way merge finds the change already there"
         return res
+    there, rest = hunks_already_there(tree, text, base_index)
+    if there and not rest:
+        res.status = "upstream"
+        res.detail = (
+            f"already in the base: each of its {len(there)} hunk(s) is there (reverse-applies, or its added lines "
+            "are all in the file in order; upstream changed the code around them since)"
+        )
+        return res
     res.detail = series.describe_failure(pf, f"{check.output}\n{am_out}") + dep_note
+    if there:
+        res.detail += "; already in the base: " + ", ".join(f"{h.file} hunk #{h.index}" for h in there)
     res.hunks = failing_hunks(tree, text)
     res.merge_conflicts = sorted(conflict_files(am_out))
     res.files = list(dict.fromkeys([*(h["file"] for h in res.hunks), *res.merge_conflicts])) or files_of(text)

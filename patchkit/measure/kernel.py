@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 
 from patchkit import parsers, stats, upstreamdb
 from patchkit.errors import ParseError, ResultsError
-from patchkit.measure.tool import Bins, Built, run_logged
+from patchkit.measure.tool import Bins, Built, missing_options, run_logged
 from patchkit.options import RunOptions
 from patchkit.progress import Progress
 from patchkit.results import Bundle, Status, Step
@@ -268,6 +268,12 @@ def run_kernel_bench(
     if not bins:
         return Step(name="bench:kernel", status=Status.NOT_RUN, reason="no built variants")
     base = next((b for b in bins if b.variant == "base"), bins[0])
+    asked = {"--output": "bench:kernel reads its --output sql records"}
+    if test_file:
+        asked["--test-file"] = "bench.kernel.test-file (--test-file) passes it"
+    lack = "" if bundle.replay else missing_options(base, "test-backend-ops", asked)
+    if lack:
+        return Step(name="bench:kernel", status=Status.ERROR, reason=lack, seconds=round(time.monotonic() - t0, 1))
     labeled = [(base.variant, base), *[(b.variant, b) for b in bins if b is not base], (f"{base.variant}#2", base)]
     rounds = _Rounds(
         bundle=bundle,

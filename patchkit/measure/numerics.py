@@ -200,7 +200,9 @@ def run_numerics(
             logs=logs,
             separate_stderr=True,
         )
-        if not why:
+        if why:  # no base logits: no variant's KL divergence, and why
+            kld = {b.variant: {"error": f"base: {why}", "log": bundle.rel(log)} for b in bins if b is not base}
+        else:
             for b in bins:
                 if b is base:
                     continue

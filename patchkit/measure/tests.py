@@ -14,7 +14,7 @@ from patchkit import parsers, proc
 from patchkit.errors import ParseError, ToolNotFound
 from patchkit.measure import reuse
 from patchkit.measure import shards as sharding
-from patchkit.measure.tool import Bins, Built, completed_from_log, failure, run_logged
+from patchkit.measure.tool import Bins, Built, completed_from_log, failure, missing_options, run_logged
 from patchkit.options import RunOptions
 from patchkit.progress import Progress
 from patchkit.results import Bundle, Status, Step
@@ -47,18 +47,25 @@ def run_tests(
     cases: dict[str, dict[str, str]] = {}
     bins = iter(bins)
     first = next(bins, None)
+    lack = missing_options(first, "test-backend-ops", _asked(jobs)) if first and not bundle.replay else ""
+    if lack:
+        return Step(name=f"test:{suite}", status=Status.ERROR, reason=lack, seconds=round(time.monotonic() - t0, 1))
     listed = None if bundle.replay or first is None else list_cases(first, backend, args)
     if shards is None:
         shards = split_shards(listed or [], procs)
     per_variant = len(listed) if listed else None
     n = expected or 1
     total = per_variant * n if per_variant else None
-    with Progress(f"test:{suite}", total=total, unit="case", what=f"{n} variants as they are built") as bar:
+    count = f"{per_variant} cases a variant" if per_variant else "cases"
+    what = f"up to {n} variants, each as it is built (one that compiles to base's code is not tested)"
+    with Progress(f"test:{suite}", total=total, unit="case", what=what, count=count) as bar:
         for b in itertools.chain([first] if first else [], bins):
             bar.note(b.variant)
             runs = _variant_processes(bundle, b, suite, args, shards, backend, jobs, timeout, cache, bar)
             logs += [bundle.rel(r.log) for r in runs]
             _record_variant(per, cases, b, runs, bundle, backend)
+        ran = sum(len(c) for c in cases.values())
+        bar.said(f"{ran} cases run: {len(per)} variant(s) ({', '.join(per) or 'none'})")
     diff = {}
     ref = cases.get("base")
     if ref is not None:
@@ -96,6 +103,11 @@ def run_tests(
             **({"shards": list(shards)} if shards else {}),
         },
     )
+
+
+def _asked(jobs: int) -> dict[str, str]:
+    """The options of test mode a test-backend-ops at an older base may lack, and what asked for them."""
+    return {"-j": f"--test-jobs {jobs} passes it; run without --test-jobs"} if jobs else {}
 
 
 def _variant_processes(

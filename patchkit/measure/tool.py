@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,6 +99,63 @@ def failure(done: proc.Completed, timeout: float | None) -> str:
     return "" if done.returncode == 0 else f"exited with {done.returncode}"
 
 
+_SAYS = re.compile(r"error|unknown|invalid|usage|failed|not found", re.I)
+
+
+def output_tail(done: proc.Completed, lines: int = 3, width: int = 300) -> str:
+    """The last non-empty lines of a tool's stderr (kept apart or not), else of its stdout, as one
+    line: what a reason shows of a tool that exited non-zero (its error, or the usage it printed)."""
+    err = proc.stderr_log(done.log) if done.log is not None else None
+    text = err.read_text(encoding="utf-8", errors="replace") if err is not None and err.is_file() else ""
+    picked = [ln.strip() for ln in text.splitlines() if ln.strip()] or [
+        ln.strip() for ln in done.stdout.splitlines() if ln.strip() and not ln.startswith("# exit:")
+    ]
+    first = next((ln for ln in picked[:-lines] if _SAYS.search(ln)), None)  # e.g. "unknown option: -j"
+    tail = " | ".join([*([first, "..."] if first else []), *picked[-lines:]])
+    return tail if len(tail) <= width else "..." + tail[-width:]
+
+
+def failure_with_tail(done: proc.Completed, timeout: float | None) -> str:
+    """failure(), with the tail of the tool's output where it exited non-zero."""
+    why = failure(done, timeout)
+    tail = output_tail(done) if why.startswith("exited with") else ""
+    return f"{why}: {tail}" if tail else why
+
+
+_USAGE: dict[tuple[str, float], str] = {}
+
+
+def usage_text(exe: Path) -> str:
+    """A tool's usage text: what `exe --help` prints (llama.cpp's tools print their usage for an
+    option they do not know, too); '' when it cannot run. Kept per binary and mtime."""
+    try:
+        k = (str(exe), exe.stat().st_mtime)
+    except OSError:
+        return ""
+    if k not in _USAGE:
+        try:
+            done = proc.run([exe, "--help"], check=False, echo=False, timeout=60)
+        except ToolNotFound:
+            return ""
+        _USAGE[k] = done.stdout
+    return _USAGE[k]
+
+
+def lacks_options(exe: Path, options: list[str]) -> list[str]:
+    """Which of `options` (e.g. ['-j']) the tool's usage text lists no line for: a tool at an older
+    base may not have them. [] when the usage text cannot be read (the run then says what failed)."""
+    text = usage_text(exe)
+    if not text.strip():
+        return []
+    return [o for o in options if not re.search(rf"^\s*(?:\S+,\s*)*{re.escape(o)}(?=[\s,=<\[]|$)", text, re.M)]
+
+
+def missing_options(b: Bins, tool: str, options: dict[str, str]) -> str:
+    """'' or one line naming each option (option -> what passes it) that the variant's tool lacks."""
+    lack = lacks_options(b.exe(tool), list(options))
+    return "; ".join(f"{tool} of {b.variant} has no option {o} (its usage text lists none): {options[o]}" for o in lack)
+
+
 def run_logged(
     bundle: Bundle,
     name: str,
@@ -115,7 +173,7 @@ def run_logged(
         if not log.is_file():
             return None, f"no raw log {bundle.rel(log)} to replay", log
         done = completed_from_log(log)
-        return done, failure(done, None), log
+        return done, failure_with_tail(done, None), log
     try:
         done = proc.run(
             argv, log=log, timeout=timeout, check=False, env=env, separate_stderr=separate_stderr, on_line=on_line
@@ -123,7 +181,7 @@ def run_logged(
     except ToolNotFound as e:
         log.write_text(f"$ {proc.quote([str(a) for a in argv])}\n# not run: {e}\n")
         return None, str(e), log
-    return done, failure(done, timeout), log
+    return done, failure_with_tail(done, timeout), log
 
 
 def completed_from_log(log: Path) -> proc.Completed:

@@ -48,7 +48,8 @@ def _config(run: RunView, s: Step) -> BuildConfig:
             for v in d.get("variants") or []
         ],
         logs=run.logs(s.logs),
-        same_code={str(k): str(v) for k, v in (d.get("same_code") or {}).items()},
+        same_code={str(k): str(v) for k, v in (d.get("same_code") or {}).items() if str(k) in run.same_code},
+        same_code_measured=[str(k) for k in d.get("same_code") or {} if str(k) not in run.same_code] or None,
     )
 
 
@@ -63,6 +64,10 @@ def _notes(multi: bool, gpu: str, c: BuildConfig) -> list[str]:
     if c.cmake_args:
         notes.append(pre + f"CMake arguments (`{c.config}`): " + code(" ".join(portable_args(c.cmake_args))))
     notes += [pre + f"{code(v)} compiles to base's code, not measured: {why}." for v, why in c.same_code.items()]
+    notes += [
+        pre + f"{code(v)} compiles to base's code, measured anyway (`--measure-same-code`)."
+        for v in c.same_code_measured or []
+    ]
     for v in c.variants:
         if v.cleared and v.cleared.get("units"):
             files = ", ".join(code(f) for f in v.cleared.get("covered") or {})

@@ -142,6 +142,7 @@ class BuildConfig:
     variants: list[BuildVariant]
     logs: list[str]
     same_code: dict[str, str] = field(default_factory=dict)  # variant -> why it compiles to base's code
+    same_code_measured: list[str] | None = field(default=None, metadata=OMITTED)  # such, measured anyway
 
 
 @dataclass(kw_only=True)

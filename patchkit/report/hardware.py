@@ -13,6 +13,7 @@ from patchkit.report.prose import related
 from patchkit.report.runview import RunView
 
 BASE_KEYS = ("key", "ref", "commit", "route", "upstream", "upstream_verified", "sdist_file", "sdist_sha256")
+# "provenance" (what a git-route base is, in words: patchkit.source) only where the run recorded one
 
 
 def evidence(run: RunView) -> Hardware:
@@ -24,7 +25,7 @@ def evidence(run: RunView) -> Hardware:
         recipe=run.data.get("recipe"),
         env=run.env or None,
         env_missing=not (run.bundle.path / "env.json").is_file(),
-        base={k: b.get(k) for k in BASE_KEYS},
+        base={k: b.get(k) for k in BASE_KEYS} | ({"provenance": b["provenance"]} if b.get("provenance") else {}),
         patches=patch_shas(run),
         timeline=timeline.summary(run.data) or None,
     )
@@ -89,7 +90,9 @@ def base_line(b: dict[str, Any]) -> str:
     s = f"commit {code(commit[:12])}" if commit else "commit not recorded"
     if b.get("upstream"):
         s = f"{code(b['upstream'])}, " + s
-    if b.get("upstream_verified"):
+    if b.get("provenance"):  # a git-route base: what it is, as far as it was compared with upstream
+        s += f" ({b['provenance']})"
+    elif b.get("upstream_verified"):
         s += " (verified: upstream's own commit and tree)"
     elif b.get("route") == "sdist":
         sdist, sha = code(b.get("sdist_file") or "sdist"), code(str(b.get("sdist_sha256") or "")[:12])

@@ -66,6 +66,11 @@ def evidence(runs: list[RunView], order: list[str]) -> Numerics:
 def _summary(pre: str, pair: str, p: Pair) -> str:
     n_diff = sum(1 for g in p.generations if g.get("identical") is False)
     n_err = sum(1 for g in p.generations if g.get("identical") is None)
+    if p.generations and n_err == len(p.generations):  # nothing compared: neither identical nor not
+        errs = sorted({str(g.get("error")) for g in p.generations if g.get("error")})
+        return f"{pre}{pair}: not compared (none of its {n_err} generations ran" + (
+            f": {'; '.join(errs)})." if errs else ")."
+        )
     s = f"{pre}{pair}: " + ("bit-identical" if p.identical else "not bit-identical")
     return (
         s
@@ -119,6 +124,8 @@ def markdown(ev: Evidence, multi: bool) -> list[Block]:
     for e, m in have:
         pre, gpu = prefix(multi, e.gpu), gpu_col(multi, e.gpu)
         logs += e.logs
+        if e.status == "error":  # the step's own state, with what it measured below
+            summary.append(pre + f"`{STEP}` ended in error: {e.reason}")
         if not m.pairs:
             summary.append(pre + "no pair compared (no variant besides base).")
         for p in m.pairs:

@@ -90,14 +90,42 @@ class RunView:
         return [str(v.get("name")) for v in self.data.get("variants") or [] if v.get("name")]
 
     @property
-    def same_code(self) -> dict[str, str]:
-        """variant -> why it compiles to base's code (the build steps' `same_code`, and the test steps'):
-        such a variant was not measured, and the report shows no number for it."""
+    def compiles_to_base(self) -> dict[str, str]:
+        """variant -> why it compiles to base's code (the build steps' `same_code`, and the test steps'),
+        whether it was measured or not (`--measure-same-code`)."""
         out: dict[str, str] = {}
         for prefix in ("build:", "test:"):
             for s in self.steps(prefix):
                 for v, why in (s.data.get("same_code") or {}).items():
                     out.setdefault(str(v), str(why))
+        return out
+
+    @property
+    def same_code(self) -> dict[str, str]:
+        """variant -> why it compiles to base's code, of the variants that were not measured: the report
+        shows no number for them. One that a step measured (`--measure-same-code`) is not among them."""
+        if any(s.data.get("same_code_measured") for s in self.steps("build:")):
+            return {}
+        # runs before that flag: measured anyway where a step holds its data and no test step left it out
+        left_out = {str(v) for s in self.steps("test:") for v in s.data.get("same_code") or {}}
+        shown = self.measured_variants - left_out
+        return {v: why for v, why in self.compiles_to_base.items() if v not in shown}
+
+    @property
+    def measured_variants(self) -> set[str]:
+        """The variants some step holds measured data of (tests, kernel samples, decode rows, numerics)."""
+        out: set[str] = set()
+        for s in self.steps("test:"):
+            out |= {str(v) for v, e in (s.data.get("variants") or {}).items() if e.get("status") != "not_run"}
+        k = self.step("bench:kernel")
+        if k is not None:
+            out |= {str(lab).split("#", 1)[0] for c in k.data.get("cases") or [] for lab in c.get("variants") or {}}
+        d = self.step("bench:decode")
+        if d is not None:
+            out |= {str(r.get("variant")) for r in d.data.get("rows") or []}
+        n = self.step("numerics")
+        if n is not None:
+            out |= {str(p.get("b")) for p in n.data.get("pairs") or []}
         return out
 
     @property

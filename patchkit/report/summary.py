@@ -209,6 +209,12 @@ def _timeline_lines(ev: Evidence) -> list[str]:
             )
             continue
         out.append(f"{who}Wall time {tl['wall_s']:.0f} s ({busy}; {beside}); critical path: {path} (`timeline.png`).")
+        if tl.get("earlier"):
+            out.append(
+                f"{who}Resumed run: done by an earlier command, not in this wall time: "
+                + ", ".join(code(n) for n in tl["earlier"])
+                + "."
+            )
     return out
 
 

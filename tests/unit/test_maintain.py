@@ -4,6 +4,7 @@ the per-patch trial on a tiny real git repo (clean, 3way, upstream, conflict).""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -389,3 +390,75 @@ def test_range_diff_of_old_and_new_series(tiny):
     assert len([ln for ln in lines if " < " in ln.split("toy")[0]]) == 2  # 0001 and 0003 did not come along
     assert any("toy 0004-clean" in ln and " = " in ln for ln in lines)
     assert trial.range_diff(a, [], b, [], ws=ws) == ""
+
+
+def _repo_of(src: Path, n: int) -> Path:
+    """A git repository at `src` with one commit: f.txt of n lines."""
+    src.mkdir()
+    _run(src, "init", "-q", "-b", "main")
+    (src / "f.txt").write_text(_lines(n))
+    _run(src, "add", "-A")
+    _run(src, "commit", "-q", "-m", "A")
+    return src
+
+
+def test_a_change_already_in_a_base_that_moved_on_is_upstream_not_conflict(tmp_path):
+    """Issue 28: the base holds the patch's change, but upstream changed the lines around it since, and
+    the patch's preimage is not in the cache (a base from another sdist or commit): neither the patch
+    nor its reverse applies, and `git am -3` has nothing to merge with. It is "upstream", not "conflict"."""
+    src = _repo_of(tmp_path / "src", 40)
+    (src / "f.txt").write_text(_lines(40, l5="line 5 pr", l30="line 30 pr"))  # the PR: two hunks
+    _run(src, "commit", "-q", "-am", "the PR")
+    pr = tmp_path / "0001-pr.patch"
+    pr.write_bytes(
+        subprocess.run(
+            ["git", "format-patch", *trial.FORMAT_PATCH_OPTS, "--stdout", "-1", "HEAD"], cwd=src, capture_output=True
+        ).stdout
+    )
+    later = {"l4": "line 4 later", "l6": "line 6 later", "l29": "line 29 later", "l31": "line 31 later"}
+    (src / "f.txt").write_text(_lines(40, l5="line 5 pr", l30="line 30 pr", **later))
+    _run(src, "commit", "-q", "-am", "upstream moved on")
+    c = _run(src, "rev-parse", "HEAD")
+    ws = Workspace.at(tmp_path / "work")
+    source.open_cache_repo(ws)
+    _run(ws.repo, "fetch", "-q", "--depth", "1", str(src), c)  # only the new base: no preimage blob
+    tree = ws.root / "rebase" / "trees" / "toy"
+    [res] = trial.try_series(ws, tree, c, [(Patch(file="patches/0001-pr.patch"), pr)]).results
+    assert res.status == "upstream", res.detail
+    assert res.detail.startswith("already in the base: each of its 2 hunk(s) is there")
+    # one hunk there, the other changed differently upstream: a conflict that names the hunk already there
+    (src / "f.txt").write_text(_lines(40, l5="line 5 pr", l30="line 30 other", **later))
+    _run(src, "commit", "-q", "-am", "upstream took another line 30")
+    d = _run(src, "rev-parse", "HEAD")
+    _run(ws.repo, "fetch", "-q", "--depth", "1", str(src), d)
+    [res] = trial.try_series(ws, tree, d, [(Patch(file="patches/0001-pr.patch"), pr)]).results
+    assert res.status == "conflict" and "already in the base: f.txt hunk #1" in res.detail
+
+
+def test_each_candidate_says_which_route_it_takes(tmp_path):
+    """Issue 28: newest-base tells which route a base takes: a git commit (any commit; offline only from a
+    local clone) and which cached sdists vendor the same commit; an sdist and the commit it vendors."""
+    src = _repo_of(tmp_path / "src", 3)
+    a = _run(src, "rev-parse", "HEAD")
+    ws = Workspace.at(tmp_path / "work")
+    local = Base(source="git", upstream=f"o/r@{a}", git=GitBase(url=str(src), commit=a))
+    info = source.fetch(local, ws, offline=True)
+    assert bases.route_line(a, local, info, ws) == f"route: git {src} (a local clone: works offline); any commit"
+    # the record patchkit writes of the seed's sdist base (the 0.3.36 import, verified upstream)
+    v36 = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
+    record = {"key": "sdist-llama-cpp-python-0.3.36", "commit": v36, "route": "sdist", "upstream_verified": True}
+    (ws.cache / "bases" / "sdist-llama-cpp-python-0.3.36.json").write_text(json.dumps(record))
+    remote = Base(source="git", upstream=f"o/r@{v36}", git=GitBase(url="https://example.invalid/l.git", commit=v36))
+    line = bases.route_line(v36, remote, source.BaseInfo(**{**info.to_dict(), "commit": v36}), ws)
+    assert line == (
+        "route: git https://example.invalid/l.git (needs the network unless cached); any commit; "
+        "also vendored by sdist:0.3.36"
+    )
+    sd = SdistBase(name="llama-cpp-python", version="0.3.36", sha256="0" * 64)
+    sdist = Base(source="sdist", upstream=f"ggml-org/llama.cpp@{v36}", sdist=sd)
+    sinfo = source.BaseInfo(
+        key="k", ref="r", commit=v36, route="sdist", upstream=sdist.upstream, upstream_verified=True
+    )
+    assert bases.route_line("sdist:0.3.36", sdist, sinfo, ws) == (
+        f"route: sdist 0.3.36: vendors ggml-org/llama.cpp@{v36}; offline once the sdist is cached"
+    )

@@ -87,3 +87,26 @@ def test_unknown_key_hint_uses_the_toml_spelling(tmp_path):
     text = (ROOT / "recipes" / "default.toml").read_text().replace("n-gen = 32", "n-genn = 32")
     with pytest.raises(RecipeError, match=r"unknown key 'bench\.decode\.n-genn' \(did you mean 'n-gen'\?\)"):
         parse_recipe(text, tmp_path / "x.toml", root=ROOT)
+
+
+def test_missing_patch_file_names_the_path_tried_and_what_it_is_relative_to(tmp_path):
+    """Issue 28: a patch path is relative to the folder above recipes/, not to the recipe or the cwd."""
+    (tmp_path / "recipes" / "patches").mkdir(parents=True)
+    (tmp_path / "recipes" / "patches" / "0001-x.patch").write_text("beside the recipe: not where it is looked for\n")
+    (tmp_path / "recipes" / "r.toml").write_text(BASE + "[[series]]\nfile = 'patches/0001-x.patch'\n")
+    with pytest.raises(RecipeError) as e:
+        load_recipe(str(tmp_path / "recipes" / "r.toml"))
+    msg = str(e.value)
+    assert f"patch file not found: tried {tmp_path.resolve() / 'patches' / '0001-x.patch'} " in msg
+    assert f"relative to {tmp_path.resolve()}, the folder above the recipe's folder" in msg
+    assert "\n" not in msg
+
+
+def test_a_git_base_named_by_its_upstream_commit():
+    """Issue 28: [base.git] needs no commit when [base] upstream names the full commit."""
+    sha = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
+    text = f'[base]\nupstream = "ggml-org/llama.cpp@{sha}"\n[base.git]\nurl = "/home/me/llama.cpp"\n'
+    r = parse_recipe(text, Path("recipes/x.toml"))
+    assert r.base.route == "git" and r.base.git.commit == sha and r.base.git.url == "/home/me/llama.cpp"
+    with pytest.raises(RecipeError, match=r"missing key 'base.git.commit' \(or name the full 40-hex commit"):
+        parse_recipe(text.replace(sha, sha[:12]), Path("recipes/x.toml"))

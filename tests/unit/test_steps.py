@@ -45,3 +45,36 @@ def test_every_option_has_help():
         if a.help is None and a.dest != "help"
     ]
     assert missing == []
+
+
+def test_a_step_the_recipe_does_not_ask_for_or_cannot_build_is_not_run():
+    """Issue 28: no step runs on defaults, nor one whose program [build] targets do not build."""
+    import re
+    from pathlib import Path
+
+    from patchkit.options import resolve_run
+    from patchkit.recipe import parse_recipe
+
+    root = Path(__file__).resolve().parents[2]
+    full = (root / "recipes" / "default.toml").read_text()
+
+    def unmet(text: str, cli: dict | None = None) -> dict[str, str]:
+        r = parse_recipe(text, root / "recipes" / "x.toml")
+        opts = resolve_run(r, cli or {}, steps=tuple(k.name for k in steps.STEPS), environ={})
+        return {k.name: steps.unmet(k, r, opts) for k in steps.STEPS}
+
+    assert set(unmet(full).values()) == {""}  # the default recipe asks for every step and builds every tool
+    no_tables = re.sub(r"^\[(bench\.decode|model|numerics)\]\n(?:(?!\[).*\n)*", "", full, flags=re.M)
+    got = unmet(no_tables)
+    assert (
+        got["bench:decode"] == "the recipe has no [bench.decode]" and got["numerics"] == "the recipe has no [numerics]"
+    )
+    assert got["test"] == got["bench:kernel"] == ""
+    no_model = re.sub(r"^\[model\]\n(?:(?!\[).*\n)*", "", full, flags=re.M)
+    assert unmet(no_model)["numerics"].startswith("no model: the recipe has no [model]")
+    assert unmet(no_model, {"model": "/some/model.gguf"})["numerics"] == ""  # --model names one
+    tbo = re.sub(r"^targets = .*$", 'targets = ["test-backend-ops"]', full, flags=re.M)
+    got = unmet(tbo)
+    assert got["bench:decode"] == "the recipe's [build] targets do not build llama-bench"
+    assert got["numerics"] == "the recipe's [build] targets do not build llama-completion and llama-perplexity"
+    assert got["test"] == got["bench:kernel"] == ""
