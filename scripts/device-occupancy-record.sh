@@ -12,6 +12,9 @@ mkdir -p "$out"
 bins=$work/builds/seed-fattn/cuda-90/bin
 build=$work/builds/seed-fattn/cuda-90/build
 { date -u; nvidia-smi --query-gpu=name,compute_cap,clocks.sm,clocks.max.sm,temperature.gpu --format=csv; ncu --version; nvcc --version; } > "$out/env.txt" 2>&1
+# the clock/temperature/throttle query a timed round would record (issue 27), idle and as CSV
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw,clocks_throttle_reasons.active --format=csv,noheader,nounits > "$out/nvidia-smi-clocks.csv" 2>&1
+nvidia-smi -q -d CLOCK,PERFORMANCE,TEMPERATURE > "$out/nvidia-smi-q.txt" 2>&1
 for v in base +0001 +0001+0002; do
   for kv in 4096 32768 122880; do
     p="^hsk=256,hsv=256,nh=4,nr23=\[6,1\],kv=$kv,nb=1,mask=1,sinks=0,max_bias=0\.000000,logit_softcap=0\.000000,prec=f32,type_K=q4_0,type_V=q4_0,permute=\[0,1,2,3\],kv_view=1,v_is_view_of_k=0,n_kv_max=0\$"
@@ -20,7 +23,8 @@ for v in base +0001 +0001+0002; do
          --metrics dram__bytes.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum
          --launch-count 8 "$bins/$v/test-backend-ops" perf -b CUDA0 -o FLASH_ATTN_EXT -p "$p")
     log=$out/ncu-occ-kv$kv-$v.log
-    { printf '$'; printf ' %q' "${cmd[@]}"; echo; "${cmd[@]}"; echo "# exit: $?"; } > "$log" 2>&1
+    t0=$(date +%s.%N)
+    { printf '$'; printf ' %q' "${cmd[@]}"; echo; "${cmd[@]}"; echo "# exit: $?, $(echo "$(date +%s.%N) - $t0" | bc) s"; } > "$log" 2>&1
   done
 done
 # resource usage per arch from each variant's own sources, with the build's own compile command
