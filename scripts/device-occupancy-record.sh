@@ -23,8 +23,8 @@ for v in base +0001 +0001+0002; do
          --metrics dram__bytes.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum
          --launch-count 8 "$bins/$v/test-backend-ops" perf -b CUDA0 -o FLASH_ATTN_EXT -p "$p")
     log=$out/ncu-occ-kv$kv-$v.log
-    t0=$(date +%s.%N)
-    { printf '$'; printf ' %q' "${cmd[@]}"; echo; "${cmd[@]}"; echo "# exit: $?, $(echo "$(date +%s.%N) - $t0" | bc) s"; } > "$log" 2>&1
+    t0=$SECONDS
+    { printf '$'; printf ' %q' "${cmd[@]}"; echo; "${cmd[@]}"; echo "# exit: $?, $((SECONDS - t0)) s"; } > "$log" 2>&1
   done
 done
 # resource usage per arch from each variant's own sources, with the build's own compile command
