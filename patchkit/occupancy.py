@@ -113,11 +113,8 @@ def _field_sources(table: dict) -> tuple[tuple[str, str], ...]:
     named = _data()["sources"]
     per = dict(_data()["field_sources"])
     per.update(table.get("sources", {}))
-    out = []
-    for field, src in sorted(per.items()):
-        key = src.split(" ", 1)[0]
-        out.append((field, src.replace(key, named[key], 1) if key in named else src))
-    return tuple(out)
+    keys = re.compile(r"\b(" + "|".join(sorted(map(re.escape, named), key=len, reverse=True)) + r")\b")
+    return tuple((field, keys.sub(lambda m: named[m[1]], src)) for field, src in sorted(per.items()))
 
 
 def known_ccs() -> list[str]:
