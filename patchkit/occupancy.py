@@ -39,6 +39,12 @@ except ModuleNotFoundError:  # pragma: no cover - python 3.10
 
 UNBOUNDED = 2**31 - 1  # the header's INT_MAX: a resource the launch does not use
 RESOURCES = ("registers", "shared memory", "warps", "blocks")
+# what a report shows beside every predicted row (predict's assumption, in one line)
+PREDICTION_NOTE = (
+    "predicted: registers and static shared memory from the compile check for the target's arch, block size, "
+    "grid and dynamic shared memory from the launch measured here; assumes the host picks the same launch "
+    "configuration for the target (true where both archs use the same config table)"
+)
 
 
 @dataclass(frozen=True)

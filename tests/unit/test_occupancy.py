@@ -199,3 +199,12 @@ def test_invalid_launch_and_carveout_refused():
         occ.occupancy(occ.Launch(32, 0, 0, 0), occ.limits("9.0"))
     with pytest.raises(OptionError):
         occ.carveout_for_percent(101, occ.limits("9.0"))
+
+
+def test_occupancy_serialises_for_the_results_file():
+    import json
+
+    o = occ.predict(occ.Launch(233, 128, 0, 65680, 264), 198, 0, occ.gpu("4070"))
+    d = json.loads(json.dumps(o.to_dict()))
+    assert d["blocks_per_sm"] == 1 and d["limits"]["shared memory"] == 1 and d["carveout"] == 102400
+    assert "same launch configuration" in occ.PREDICTION_NOTE
