@@ -262,3 +262,14 @@ def test_an_interrupted_step_is_not_done_and_is_redone_on_resume(tmp_path):
     assert again.step("check:cuda-89").status == Status.INTERRUPTED and not again.step("check:cuda-89").done
     assert pipeline._todo(again, "check:cuda-89", {}, opts) and not pipeline._todo(again, "check:cuda-90", {}, opts)
     assert pipeline.exit_status(again, ["check:cuda-89"], not_run_ok=True) == 1
+
+
+def test_the_report_says_interrupted_not_not_run(tmp_path):
+    from tests.unit.test_report import full_bundle, render, section
+
+    p = full_bundle(tmp_path / "r1")
+    data = json.loads((p / "results.json").read_text())
+    why = "interrupted (SIGINT) while it ran; a resume redoes it"
+    data["steps"]["bench:decode"] = {"name": "bench:decode", "status": "interrupted", "reason": why, "data": {}}
+    (p / "results.json").write_text(json.dumps(data))
+    assert section(render(p), "### Decode").strip() == why
