@@ -214,7 +214,7 @@ sys.exit(code)
 """
 
 
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_a_signal_during_a_held_lane_stops_the_run_in_seconds_and_records_interrupted(tmp_path, sig, code):
     """SIGINT to patchkit's process group (a terminal's Ctrl-C) or SIGTERM to patchkit (`kill`) while a
     kernel timing holds the CPU lane's compile check and a GPU side step: the run ends in seconds, exit
