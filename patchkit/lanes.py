@@ -45,6 +45,18 @@ def now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
+def interrupted_step(name: str, e: BaseException, started: str, resource: str) -> Step:
+    """The record of a step stopped by a signal while it ran (not done: a resume redoes it)."""
+    what = str(e) if isinstance(e, proc.Interrupted) else "interrupted (SIGINT)"
+    return Step(
+        name=name,
+        status=Status.INTERRUPTED,
+        reason=f"{what} while it ran; a resume redoes it",
+        started=started,
+        resource=resource,
+    )
+
+
 class BuildLane:
     """The variants as they get built (`stream`, `all`), which of them compile to base's code
     (`same_code`), and a queue of CPU steps run after the builds."""
@@ -100,9 +112,16 @@ class BuildLane:
             self._fail(e)
 
     def _build_all(self) -> None:
+        name, started = f"build:{self.opts.build.config}", now()
+        try:
+            self._build_each(name, started)
+        except KeyboardInterrupt as e:  # proc.Interrupted: the build in flight, redone on resume
+            self.record(self.bundle, interrupted_step(name, e, started, "cpu"))
+            raise
+
+    def _build_each(self, name: str, started: str) -> None:
         b, ctx = self.opts.build, self.ctx
-        name = f"build:{b.config}"
-        started, t0 = now(), time.monotonic()
+        t0 = time.monotonic()
         results, inputs = [], None
         for i, st in enumerate(self.states):
             r = build_mod.build_variants(ctx.recipe, self.base, ctx.ws, [st], b, logs=self.bundle.raw)[0]

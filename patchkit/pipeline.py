@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -24,7 +25,7 @@ from patchkit.recipe import Recipe
 from patchkit.results import Bundle, Status, Step, new_run_id
 from patchkit.workspace import write_atomic, write_json
 
-MARKS = {"ok": "ok", "fail": "FAIL", "not_run": "not run", "error": "ERROR"}
+MARKS = {"ok": "ok", "fail": "FAIL", "not_run": "not run", "error": "ERROR", "interrupted": "INTERRUPTED"}
 
 
 def process_started() -> float:
@@ -221,6 +222,10 @@ def run(ctx: Context, opts: RunOptions, *, label: str) -> Bundle:
                 _one(built, opts, kind, name)
         else:
             gpu_lanes(built, opts, lane, gpu)
+    except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM: stop every program now, then the lanes end at once
+        if not proc.interrupted():
+            proc.interrupt(getattr(e, "signum", 0) or signal.SIGINT)
+        raise
     finally:
         lane.finish()
     bundle.set_meta(timeline={"started": started, "wall_s": round(time.time() - t0, 1), "overlap": opts.overlap})
@@ -258,17 +263,25 @@ def gpu_lanes(built: Built, opts: RunOptions, lane: lanes.BuildLane, gpu: list) 
     threads = [threading.Thread(target=side, args=kn, name=kn[1], daemon=True) for kn in gpu if not kn[0].timing]
     for t in threads:
         t.start()
-    for kind, name in gpu:
-        if not kind.timing:
-            continue
-        try:
-            if opts.overlap_timing:
-                _one(built, opts, kind, name)
-            else:
-                with lane.quiet(name) as ran:
-                    ran += _one(built, opts, kind, name)
-        finally:
-            done[name].set()
+    try:
+        for kind, name in gpu:
+            if not kind.timing:
+                continue
+            try:
+                if opts.overlap_timing:
+                    _one(built, opts, kind, name)
+                else:
+                    with lane.quiet(name) as ran:
+                        ran += _one(built, opts, kind, name)
+            finally:
+                done[name].set()
+    except KeyboardInterrupt as e:  # every program stopped; the other steps record theirs as interrupted
+        if not proc.interrupted():
+            proc.interrupt(getattr(e, "signum", 0) or signal.SIGINT)
+        raise
+    finally:
+        for t in threads if proc.interrupted() else ():
+            t.join()
     for t in threads:
         t.join()
     if errors:
@@ -298,12 +311,19 @@ def _one(built: Built, opts: RunOptions, kind: steps.StepKind, name: str) -> lis
     inputs = kind.inputs(built, opts, name)
     if not _todo(built.bundle, name, inputs, opts):
         return []
-    started = lanes.now()
+    proc.check_interrupt()  # a step not started when patchkit was interrupted is not recorded
+    started, t0 = lanes.now(), time.monotonic()
     why = steps.unmet(kind, built.ctx.recipe, opts)
     if why:
         step = Step(name=name, status=Status.NOT_RUN, reason=why)
     else:
-        step = timed(name, lambda: kind.run(built, opts, name))
+        try:
+            step = timed(name, lambda: kind.run(built, opts, name))
+        except KeyboardInterrupt as e:  # proc.Interrupted too: recorded in flight, redone on resume
+            step = lanes.interrupted_step(name, e, started, kind.resource.value)
+            step.data["inputs"], step.seconds = _jsonable(inputs), round(time.monotonic() - t0, 1)
+            record(built.bundle, step)
+            raise
     step.data.setdefault("inputs", _jsonable(inputs))
     step.started, step.resource = started, kind.resource.value
     return [record(built.bundle, step)]
@@ -315,7 +335,11 @@ def exit_status(bundle: Bundle, names: list[str], *, not_run_ok: bool) -> int:
     bad = []
     for n in names:
         s = bundle.step(n)
-        if s is None or s.status in (Status.FAIL, Status.ERROR) or (s.status == Status.NOT_RUN and not not_run_ok):
+        if (
+            s is None
+            or s.status in (Status.FAIL, Status.ERROR, Status.INTERRUPTED)
+            or (s.status == Status.NOT_RUN and not not_run_ok)
+        ):
             what = s.status.value if s else "missing"
             bad.append(f"{n}: {what}{' (' + s.reason + ')' if s and s.reason else ''}")
     if bad:

@@ -1,9 +1,10 @@
 """The single subprocess helper: argv lists only, command echoed, output saved to a log, errors raised.
 
-Children die with patchkit: they stay in patchkit's process group (a kill of the group, e.g. kill -9
--PGID or a terminal's Ctrl-C, reaches them and whatever they started), and on Linux each child also
-gets SIGKILL when the patchkit thread that started it dies (PR_SET_PDEATHSIG), e.g. on kill -9 of
-patchkit alone. On a timeout, the child and every process under it are killed.
+Children die with patchkit, held or not: each program leads a session of its own, and a watchdog
+process (a session of its own too) kills every process of those sessions when patchkit dies, by any
+signal, `kill -9` of its process group included (see `_sessions` below). On SIGINT/SIGTERM/SIGHUP
+(`stop_on_signals`, the CLI) or `interrupt()`, every program is stopped within seconds and `run`
+raises `Interrupted` in every thread. On a timeout, the program's session is killed.
 """
 
 from __future__ import annotations
@@ -42,26 +43,34 @@ _PR_SET_PDEATHSIG = 1
 _prctl = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None) if sys.platform.startswith("linux") else None
 
 
-def _die_with_parent(parent: int, nice: int = 0) -> Callable[[], None] | None:
-    """A preexec_fn (Linux): SIGKILL this child when its parent thread dies; exit at once if the
-    parent is already gone (it died between fork and here). `nice`: the child's niceness increment."""
-    if _prctl is None:
-        return (lambda: os.nice(nice) and None) if nice else None
+class Interrupted(KeyboardInterrupt):
+    """patchkit was told to stop (SIGINT, SIGTERM, SIGHUP): raised by `run` in every thread that runs or
+    starts a program once `interrupt()` was called; the step in flight is recorded as interrupted."""
 
-    def preexec() -> None:
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent:
-            os._exit(137)
-        if nice:
-            os.nice(nice)
+    def __init__(self, signum: int = signal.SIGINT):
+        super().__init__(signum)
+        self.signum = signum
 
-    return preexec
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum  # 130 for SIGINT, 143 for SIGTERM (the shell's convention)
+
+    def __str__(self) -> str:
+        return f"interrupted ({signal.Signals(self.signum).name})"
 
 
-def _children() -> dict[int, list[int]]:
-    """Every process's children, from /proc (ppid is the 4th field of /proc/PID/stat)."""
-    kids: dict[int, list[int]] = {}
-    for d in os.listdir("/proc"):
+# --- sessions. Every program patchkit runs leads a session of its own (setsid), and every process it
+# starts stays in that session: Ninja puts each compile in a process group of its own (so a kill of
+# patchkit's group never reached nvcc/cicc/ptxas), but not in a session of its own. A session is
+# signalled group by group (each group at once, so a process started meanwhile is in it), and found in
+# /proc. A watchdog process in a session of its own reads a pipe whose write end only patchkit holds:
+# when patchkit dies, by any signal, kill -9 included, it reads EOF and kills (SIGCONT, SIGKILL) every
+# process of the sessions patchkit had not seen end. PR_SET_PDEATHSIG alone would not do: it reaches
+# only the direct child, not Ninja's compiles, and a held (SIGSTOPped) process waits for SIGCONT.
+def _sessions(sids: set[int]) -> list[tuple[int, int]]:
+    """(pid, process group) of every process in the sessions `sids` (from /proc)."""
+    out = []
+    for d in os.listdir("/proc") if sids else ():
         if not d.isdigit():
             continue
         try:
@@ -69,38 +78,128 @@ def _children() -> dict[int, list[int]]:
                 stat = f.read()
         except OSError:
             continue
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 1:
-            kids.setdefault(int(fields[1]), []).append(int(d))
-    return kids
+        fields = stat[stat.rfind(b")") + 2 :].split()  # state ppid pgrp session ...
+        if len(fields) > 3 and fields[0] != b"Z" and int(fields[3]) in sids:
+            out.append((int(d), int(fields[2])))
+    return out
 
 
-def _tree(pid: int) -> list[int]:
-    """`pid` and every process under it, parents before their children (from /proc)."""
-    tree, todo = [], [pid]
-    kids = _children() if os.path.isdir("/proc") else {}
-    while todo:
-        p = todo.pop()
-        tree.append(p)
-        todo.extend(kids.get(p, []))
-    return tree
+def _signal(pid: int, sig: int, group: bool = False) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        (os.killpg if group else os.kill)(pid, sig)
 
 
-def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
-    """Signal `pid` and every process under it (children first found, then the parent: an orphan
-    would be re-parented to init and escape)."""
-    for p in reversed(_tree(pid)):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(p, sig)
-
-
-def stop_tree(pid: int) -> None:
-    """SIGSTOP `pid` and every process under it, the parent first (a stopped process starts no child);
-    the tree is listed twice, for a child started between the first listing and its parent's stop."""
+def signal_session(sid: int, sig: int) -> None:
+    """Send `sig` to every process group of session `sid`: its leader's first (a held Ninja starts no
+    compile), then each group found in /proc, twice (for a group started between)."""
+    _signal(sid, sig, group=True)
     for _ in range(2):
-        for p in _tree(pid):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(p, signal.SIGSTOP)
+        for pgrp in {g for _, g in _sessions({sid})}:
+            _signal(pgrp, sig, group=True)
+
+
+def kill_session(sid: int) -> None:
+    """SIGKILL every process of session `sid` (SIGCONT too: nothing stays stopped), until none is left."""
+    for _ in range(100):
+        left = _sessions({sid})
+        if not left:
+            return
+        for pid, pgrp in left:
+            _signal(pgrp, signal.SIGKILL, group=True)
+            _signal(pid, signal.SIGCONT)
+            _signal(pid, signal.SIGKILL)
+        time.sleep(0.01)
+
+
+_WATCHDOG = r"""
+import os, signal, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.signal(signal.SIGHUP, signal.SIG_IGN)
+sids, buf = set(), b""
+while True:
+    chunk = os.read(0, 4096)
+    if not chunk:
+        break
+    *lines, buf = (buf + chunk).split(b"\n")
+    for ln in lines:
+        n = int(ln)
+        (sids.add if n > 0 else sids.discard)(abs(n))
+def left():
+    out = []
+    for d in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{d}/stat", "rb") as f:
+                st = f.read()
+        except (OSError, ValueError):
+            continue
+        x = st[st.rfind(b")") + 2 :].split()
+        if d.isdigit() and len(x) > 3 and x[0] != b"Z" and int(x[3]) in sids:
+            out.append(int(d))
+    return out
+for _ in range(200):
+    pids = left() if sids else []
+    if not pids:
+        break
+    for p in pids:
+        for s in (signal.SIGCONT, signal.SIGKILL):
+            try:
+                os.kill(p, s)
+            except OSError:
+                pass
+    time.sleep(0.02)
+"""
+_dog_lock = threading.Lock()
+_dog: list = []  # [owner pid, Popen, write fd] of this process's watchdog
+
+
+def _watchdog_fd() -> int:
+    """The write end of this process's watchdog pipe (started on first use, again after a fork or if
+    it died); -1 where there is no /proc."""
+    if not os.path.isdir("/proc"):
+        return -1
+    with _dog_lock:
+        if _dog and _dog[0] == os.getpid() and _dog[1].poll() is None:
+            return _dog[2]
+        r, w = os.pipe()  # both close on exec: no program patchkit runs holds the write end
+        dog = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _WATCHDOG],
+            stdin=r,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd="/",
+            start_new_session=True,  # a kill of patchkit's process group does not reach it
+        )
+        os.close(r)
+        if _dog and _dog[0] == os.getpid():
+            with contextlib.suppress(OSError):
+                os.close(_dog[2])
+        _dog[:] = [os.getpid(), dog, w]
+        for pid in list(_running):  # sessions started before a watchdog died
+            _write(w, pid)
+        return w
+
+
+def _write(fd: int, n: int) -> None:
+    with contextlib.suppress(OSError):
+        os.write(fd, f"{n}\n".encode())
+
+
+def _preexec(parent: int, dog: int, nice: int = 0) -> Callable[[], None]:
+    """A preexec_fn: (in the child, after setsid) tell the watchdog of this session before anything
+    runs in it, SIGKILL this child when its parent thread dies (Linux), exit at once if the parent is
+    already gone (it died between fork and here); `nice`: the child's niceness increment."""
+
+    def preexec() -> None:
+        if dog >= 0:
+            _write(dog, os.getpid())
+        if _prctl is not None:
+            _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() != parent:
+                os._exit(137)
+        if nice:
+            os.nice(nice)
+
+    return preexec
 
 
 # Held processes: the CPU lane's steps (compile checks) are stopped while a step that times kernels
@@ -120,7 +219,8 @@ class Hold:
 
 
 _held: dict[str, Hold] = {}
-_running: dict[int, str] = {}  # pid -> group
+_running: dict[int, str] = {}  # session (the program's pid) -> group ('' for none)
+_interrupt: list[int] = []  # the signal that stopped this process's runs, once interrupt() was called
 
 
 @contextlib.contextmanager
@@ -141,14 +241,14 @@ def current_group() -> tuple[str, int]:
 
 @contextlib.contextmanager
 def held(name: str):
-    """Stop the running processes of group `name` (and their children) and hold new ones back; all
+    """Stop the running processes of group `name` (their whole sessions) and hold new ones back; all
     go on at the end. Yields a Hold that counts them."""
     h = Hold()
     with _hold:
         _held[name] = h
         for p, g in list(_running.items()):
             if g == name:
-                stop_tree(p)
+                signal_session(p, signal.SIGSTOP)
                 h.stopped += 1
     try:
         yield h
@@ -157,24 +257,84 @@ def held(name: str):
             _held.pop(name, None)
             for p, g in list(_running.items()):
                 if g == name:
-                    kill_tree(p, signal.SIGCONT)
+                    signal_session(p, signal.SIGCONT)
             _hold.notify_all()
+
+
+def interrupted() -> int:
+    """The signal interrupt() was called with (0: not interrupted)."""
+    return _interrupt[0] if _interrupt else 0
+
+
+def interrupt(signum: int = signal.SIGINT, grace: float = 2.0) -> None:
+    """Stop every program this process runs, held or not: SIGTERM and SIGCONT to each session, SIGKILL
+    to what is left after `grace` seconds (at once when called again); from now on `run` raises
+    Interrupted in every thread. Safe in a signal handler (the work is done on a thread of its own)."""
+    first = not _interrupt
+    if first:
+        _interrupt.append(signum)
+    sids = list(_running)
+    threading.Thread(target=_stop_all, args=(sids, grace if first else 0.0), daemon=True).start()
+
+
+def _stop_all(sids: list[int], grace: float) -> None:
+    for sid in sids:
+        signal_session(sid, signal.SIGTERM)
+        signal_session(sid, signal.SIGCONT)
+    with _hold:
+        _hold.notify_all()  # threads waiting for a hold to end stop waiting
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and _sessions(set(sids)):
+        time.sleep(0.05)
+    for sid in {*sids, *_running}:
+        kill_session(sid)
+
+
+@contextlib.contextmanager
+def stop_on_signals():
+    """(Main thread.) SIGINT, SIGTERM and SIGHUP call interrupt() and raise Interrupted in the main
+    thread; a second signal only kills what is left at once (the first one's cleanup goes on)."""
+
+    def handler(signum, frame) -> None:
+        first = not _interrupt
+        interrupt(signum)
+        if first:
+            raise Interrupted(signum)
+
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        yield
+        return
+    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    old = {s: signal.signal(s, handler) for s in sigs}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def check_interrupt() -> None:
+    """Raise Interrupted once interrupt() was called."""
+    if _interrupt:
+        raise Interrupted(_interrupt[0])
 
 
 def _started(pid: int) -> None:
     name = getattr(_local, "group", "")
-    if not name:
-        return
     with _hold:
         _running[pid] = name
-        if name in _held:  # held between the wait and the start
-            stop_tree(pid)
+        if name and name in _held:  # held between the wait and the start
+            signal_session(pid, signal.SIGSTOP)
             _held[name].stopped += 1
+    if _dog and _dog[0] == os.getpid():
+        _write(_dog[2], pid)  # the child told it already (preexec); again for a watchdog started since
 
 
 def _ended(pid: int) -> None:
     with _hold:
         _running.pop(pid, None)
+    if _dog and _dog[0] == os.getpid():
+        _write(_dog[2], -pid)
 
 
 def _wait_if_held() -> None:
@@ -183,20 +343,23 @@ def _wait_if_held() -> None:
         with _hold:
             if name in _held:
                 _held[name].kept += 1
-                _hold.wait_for(lambda: name not in _held)
+                _hold.wait_for(lambda: name not in _held or _interrupt)
+    check_interrupt()
 
 
 def _wait(p: subprocess.Popen, timeout: float | None) -> int | None:
-    """The child's exit status; None when it ran past `timeout` (it and its descendants are killed).
-    On Ctrl-C the child's tree gets SIGTERM and is waited for."""
+    """The child's exit status; None when it ran past `timeout` (its session is killed). On Ctrl-C
+    (KeyboardInterrupt in the main thread without stop_on_signals) every program is stopped
+    (interrupt()) and the child waited for."""
     try:
         return p.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        kill_tree(p.pid, signal.SIGKILL)
+        kill_session(p.pid)
         p.wait()
         return None
-    except KeyboardInterrupt:
-        kill_tree(p.pid, signal.SIGTERM)
+    except KeyboardInterrupt as e:
+        if not _interrupt:
+            interrupt(getattr(e, "signum", signal.SIGINT))
         p.wait()
         raise
 
@@ -306,7 +469,8 @@ def run(
             stdin=subprocess.DEVNULL,
             text=True,
             errors="replace",
-            preexec_fn=_die_with_parent(os.getpid(), getattr(_local, "nice", 0)),
+            start_new_session=True,  # its processes, Ninja's compiles included, are found by session
+            preexec_fn=_preexec(os.getpid(), _watchdog_fd(), getattr(_local, "nice", 0)),
         ) as p:
             readers = [threading.Thread(target=pump, args=(p.stdout,), daemon=True)]
             if separate_stderr:
@@ -327,6 +491,7 @@ def run(
                 ("" if ends_line[0] else "\n")
                 + f"# exit: {returncode if returncode is not None else 'timeout'}, {seconds:.1f} s\n"
             )
+    check_interrupt()  # a program that ended on or after an interrupt proves nothing: never a result
     out = "".join(out_chunks)
     done = Completed(argv=args, returncode=returncode, seconds=seconds, log=log, stdout=out)
     if check and not done.ok:

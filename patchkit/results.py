@@ -7,7 +7,7 @@
       .lock           held (flock) by the one process writing the folder
 
 A step is written atomically when it ends; a finished step (ok or fail) is skipped on rerun, an
-errored or missing one is run again. Nothing earlier is overwritten: a new run gets a new folder,
+errored, interrupted or missing one is run again. Nothing earlier is overwritten: a new run gets a new folder,
 and a step's raw logs get new names if the step is redone.
 """
 
@@ -38,6 +38,7 @@ class Status(str, enum.Enum):
     FAIL = "fail"  # ran, and something it checks failed (a test failure, a build error)
     NOT_RUN = "not_run"  # nothing ran (no backend, nothing matched, not asked for); reason says why
     ERROR = "error"  # patchkit or the tool broke (crash, timeout); rerun redoes it
+    INTERRUPTED = "interrupted"  # stopped by a signal (Ctrl-C, SIGTERM) while it ran; a resume redoes it
 
     def __str__(self) -> str:
         return self.value

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from patchkit import __version__
+from patchkit import __version__, proc
 from patchkit.cli import commands, maintain, sweep, wheel
 from patchkit.cli.base import Command
 from patchkit.errors import PatchkitError
@@ -42,13 +42,15 @@ def make_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
     try:
-        return args.command_object.run(args)
+        with proc.stop_on_signals():  # SIGINT/SIGTERM/SIGHUP stop every program, held or not
+            return args.command_object.run(args)
     except PatchkitError as e:
         print(f"patchkit: error: {e}", file=sys.stderr)
         return e.exit_code
-    except KeyboardInterrupt:
-        print("patchkit: interrupted; rerun the same command to resume", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        code = e.exit_code if isinstance(e, proc.Interrupted) else 130
+        print(f"patchkit: {e or 'interrupted'}; rerun the same command to resume", file=sys.stderr)
+        return code
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -132,6 +132,8 @@ def state_label(status: Any, reason: Any) -> str:
         return "FAIL" + (f": {reason}" if reason else "")
     if status == "error":
         return "error" + (f": {reason}" if reason else "")
+    if status == "interrupted":  # its reason names the signal and says a resume redoes it
+        return reason or "interrupted"
     return "not run" + (f": {reason}" if reason else "")
 
 
