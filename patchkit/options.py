@@ -237,3 +237,66 @@ def resolve_run(
             kl_chunks=n.kl_chunks,
         ),
     )
+
+
+# --- where each setting came from (`patchkit run --show-options`; cibuildwheel's summary() is the model)
+
+SOURCES = ("default", "recipe", "environment", "command line")
+
+
+def describe(
+    recipe: Recipe, cli: Mapping[str, object], *, steps: tuple[str, ...], environ: Mapping[str, str] | None = None
+) -> list[tuple[str, object, str]]:
+    """(setting, value, source) of every field of the resolved RunOptions, e.g. ('kernel.rounds', 3,
+    'recipe'). The options are resolved once per layer of the cascade (patchkit's defaults, + the
+    recipe, + the environment, + the command line); a setting's source is the last layer that changed
+    its value (a layer that repeats the value below it is not named). The lower layers are resolved
+    for the backend finally chosen, so that a value of the recipe's [profile.<backend>] reads as the
+    recipe's; the backend's own source comes from the plain cascade. `steps` is the command's."""
+    import dataclasses
+
+    environ = os.environ if environ is None else environ
+    bare = dataclasses.replace(
+        recipe,
+        build=type(recipe.build)(),
+        kernel=type(recipe.kernel)(),
+        decode=type(recipe.decode)(),
+        numerics=type(recipe.numerics)(),
+        profiles={},
+        suites={},
+    )
+    final = resolve_run(recipe, cli, steps=steps, environ=environ)
+
+    def layers(low: Mapping[str, object]) -> list[RunOptions]:
+        return [
+            resolve_run(bare, low, steps=steps, environ={}),
+            resolve_run(recipe, low, steps=steps, environ={}),
+            resolve_run(recipe, low, steps=steps, environ=environ),
+            final,
+        ]
+
+    sources = _sources(layers({"backend": final.build.backend}))
+    sources["build.backend"] = _sources(layers({}))["build.backend"]
+    sources["steps"] = "command"
+    return [(name, value, sources[name]) for name, value in _leaves(final).items()]
+
+
+def _leaves(obj: object, prefix: str = "") -> dict[str, object]:
+    """The fields of nested dataclasses by dotted name: {'build.backend': 'cuda', ...}."""
+    import dataclasses
+
+    out: dict[str, object] = {}
+    for f in dataclasses.fields(obj):  # type: ignore[arg-type]
+        v = getattr(obj, f.name)
+        out.update(_leaves(v, f"{prefix}{f.name}.") if dataclasses.is_dataclass(v) else {prefix + f.name: v})
+    return out
+
+
+def _sources(layers: list[RunOptions]) -> dict[str, str]:
+    """Each setting's source: the last of the layers (SOURCES' order) that changed its value."""
+    flat = [_leaves(o) for o in layers]
+    out = {}
+    for name in flat[-1]:
+        changed = [i for i in range(1, len(flat)) if flat[i][name] != flat[i - 1][name]]
+        out[name] = SOURCES[changed[-1]] if changed else SOURCES[0]
+    return out

@@ -209,6 +209,17 @@ def run(ctx: Context, opts: RunOptions, *, label: str) -> Bundle:
     built = Built(
         ctx=ctx, base=base, bundle=bundle, states=tuple(states), variants=lane, backend=opts.build.backend, scope=sc
     )
+    run_steps(built, opts, lane, todo)
+    bundle.set_meta(timeline={"started": started, "wall_s": round(time.time() - t0, 1), "overlap": opts.overlap})
+    image = timeline.png(bundle.data)
+    if image:
+        write_atomic(bundle.path / timeline.PNG, image)
+    return bundle
+
+
+def run_steps(built: Built, opts: RunOptions, lane: lanes.BuildLane, todo: list[tuple[steps.StepKind, str]]) -> None:
+    """The steps `todo` names on their lanes: CPU steps on the CPU lane's queue, GPU steps after it
+    (`opts.overlap` off) or beside it (gpu_lanes); returns when the lane is done too."""
     try:
         gpu = []
         for kind, name in todo:
@@ -228,11 +239,6 @@ def run(ctx: Context, opts: RunOptions, *, label: str) -> Bundle:
         raise
     finally:
         lane.finish()
-    bundle.set_meta(timeline={"started": started, "wall_s": round(time.time() - t0, 1), "overlap": opts.overlap})
-    image = timeline.png(bundle.data)
-    if image:
-        write_atomic(bundle.path / timeline.PNG, image)
-    return bundle
 
 
 def check_rules(ctx: Context, base: source.BaseInfo) -> None:

@@ -24,7 +24,7 @@ from patchkit.cli.base import (
 )
 from patchkit.errors import BuildError, PatchkitError, ResultsError
 from patchkit.measure.decode import synth_model
-from patchkit.options import build_options, resolve_run
+from patchkit.options import build_options, describe, env_value, resolve_run
 from patchkit.results import Bundle, latest_run
 from patchkit.workspace import refuse_own_state
 
@@ -281,10 +281,18 @@ class Run(Command):
         _decode_opts(p)
         _numerics_opts(p)
         cli_executor.add_executor(p)
+        p.add_argument(
+            "--show-options",
+            action="store_true",
+            help="print every setting, its value and where it came from (default, recipe, environment, command "
+            "line), and exit without running",
+        )
         p.set_defaults(suites=None)
 
     def run(self, args):
         kinds = tuple(k.name for k in steps.STEPS)
+        if args.show_options:
+            return show_options(args, kinds)
         if cli_executor.distributed(args):  # --executor ray: each target's run on one node, one merged report
             return cli_executor.run(args, kinds, label=args.label or "run", not_run_ok=True)
         bundle, status = measure(args, kinds, label=args.label or "run", not_run_ok=True)
@@ -294,6 +302,24 @@ class Run(Command):
             bundle.set_meta(timeline={**bundle.data["timeline"], "to_report_s": to_report})
         print(f"report: {bundle.path / 'report.md'} ({to_report:.1f} s from the command to the report)")
         return status
+
+
+def show_options(args: argparse.Namespace, kinds: tuple[str, ...]) -> int:
+    """`patchkit run --show-options`: each setting with its value and source (options.describe); runs
+    nothing and writes nothing."""
+    ctx = ctx_of(args)
+    steps.check_names(tuple(args.skip or ()), "--skip")
+    rows = [
+        ("recipe", str(ctx.recipe.path), "command line" if args.recipe else "default"),
+        ("work", str(ctx.ws.root), "command line" if args.work else "environment" if env_value("work") else "default"),
+    ]
+    rows += describe(ctx.recipe, vars(args), steps=kinds)
+    width = max(len(n) for n, _, _ in rows)
+    print(f"patchkit run: {len(rows)} settings (value, then where it came from)")
+    for name, value, source in rows:
+        shown = ", ".join(map(str, value)) if isinstance(value, tuple) else str(value)
+        print(f"  {name:<{width}}  {shown or '-'}  ({source})")
+    return 0
 
 
 class Model(Command):
