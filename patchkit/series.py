@@ -119,11 +119,49 @@ def patch_body(patch_text: str) -> str:
 
 _FAILED_AT = re.compile(r"patch failed: (\S+):(\d+)")
 _NOT_EXIST = re.compile(r"error: (\S+): does not exist in index")
+_EXISTS = re.compile(r"error: (\S+): already exists in (?:index|working directory)")
+_CORRUPT = re.compile(r"error: corrupt patch at line (\d+)")
+_NO_DIFF = re.compile(r"No valid patches in input|Patch format detection failed|Patch is empty")
+# git's advice around an `am` that stopped: never part of patchkit's one line
+_GIT_ADVICE = re.compile(
+    r"^(?:hint:|When you have resolved|If you prefer to skip|To restore the original|To record the empty"
+    r"|Patch failed at|Applying:|Using index info|Falling back to)"
+)
+
+
+def _hunk_at_patch_line(patch_text: str, line: int) -> str:
+    """'file F, hunk #N (@@ ... @@)' of the hunk that holds line `line` (1-based) of the patch file."""
+    found = ""
+    current, n = "", 0
+    for i, ln in enumerate(patch_text.splitlines(), 1):
+        if i > line:
+            break
+        if ln.startswith("diff --git "):
+            current, n, found = ln.split(" b/", 1)[-1], 0, ""
+        elif ln.startswith("@@ ") and current:
+            n += 1
+            found = f"file {current}, hunk #{n} ({ln.strip()})"
+    return found
+
+
+def _git_error_lines(output: str) -> list[str]:
+    """git's own lines, unwrapped from GitPython's `stderr: '...'` and without its advice."""
+    out = []
+    for ln in output.splitlines():
+        ln = ln.strip()
+        for pre in ("stderr: '", "stdout: '"):
+            if ln.startswith(pre):
+                ln = ln[len(pre) :].rstrip("'")
+        if ln and not _GIT_ADVICE.match(ln):
+            out.append(ln)
+    return out
 
 
 def describe_failure(patch_file: Path, output: str) -> str:
-    """'file F, hunk #N (@@ ... @@)' for the first failing hunk that git names, else git's own words."""
-    hunks = parse_hunks(patch_file.read_text(encoding="utf-8", errors="replace"))
+    """One line naming where the patch fails: 'file F, hunk #N (@@ ... @@)' for the first failing hunk
+    that git names, else git's first error line (never git's advice on how to continue an `am`)."""
+    text = patch_file.read_text(encoding="utf-8", errors="replace")
+    hunks = parse_hunks(text)
     m = _FAILED_AT.search(output)
     if m:
         f, line = m.group(1), int(m.group(2))
@@ -136,8 +174,20 @@ def describe_failure(patch_file: Path, output: str) -> str:
         f = m.group(1)
         idx = [h for h in hunks if h.file == f]
         return f"file {f}" + (", hunks " + ", ".join(f"#{h.index}" for h in idx) if idx else "")
-    last = [ln for ln in output.splitlines() if ln.strip()]
-    return last[-1] if last else "git am failed"
+    m = _EXISTS.search(output)
+    if m:
+        return f"file {m.group(1)}: the patch creates it, but it is already in the tree"
+    m = _CORRUPT.search(output)
+    if m:
+        where = _hunk_at_patch_line(text, int(m.group(1)))
+        return f"corrupt patch at line {m.group(1)}" + (
+            f": {where} (its line counts do not match its lines)" if where else ""
+        )
+    if _NO_DIFF.search(output) or not (hunks or "diff --git " in text):
+        return "no diff in it (not a git format-patch or unified diff, or an empty one)"
+    lines = _git_error_lines(output)
+    errs = [ln for ln in lines if ln.startswith(("error:", "fatal:"))]
+    return (errs or lines or ["git am failed"])[0]
 
 
 # ---------------------------------------------------------------------------------------------
