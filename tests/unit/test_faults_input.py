@@ -5,10 +5,16 @@ Real git (a toy sdist base, as in test_faults_workdir.py), real recorded tool ou
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
+import re
+
 import pytest
 
-from patchkit.errors import ApplyError
-from tests.unit.test_faults_workdir import Toy
+from patchkit import cli, parsers
+from patchkit.errors import ApplyError, ParseError
+from tests.unit.test_faults_workdir import ROOT, Toy
 
 GIT_FRAGMENTS = ("hint:", "git am", "To restore", "When you have resolved", "stderr:", "There")
 
@@ -46,3 +52,120 @@ def test_a_patch_that_does_not_apply_is_one_line_naming_patch_and_hunk(tmp_path,
     assert msg.startswith("variant +0001+0002: patch patches/0002-b.patch does not apply: "), msg
     assert says in msg, msg
     assert not any(f in msg for f in GIT_FRAGMENTS), msg
+
+
+# -- samples that are not finite numbers, refused where they are parsed
+
+H200 = ROOT / "examples" / "h200"
+
+
+def _run_cli(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = cli.main(list(args))
+    return rc, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("bad", ["-1e309", "nan", "inf", "-3.5"])
+def test_a_perf_time_that_is_not_a_finite_number_is_refused_naming_file_and_line(bad):
+    text = (H200 / "raw" / "perf-r1-base.log").read_text()
+    out = text.split("\n", 1)[1]  # the tool's output, without patchkit's `$ command` line
+    n = next(i for i, ln in enumerate(out.splitlines(), 1) if ln.startswith("INSERT INTO"))
+    assert "'13.229651'" in out.splitlines()[n - 1]
+    bad_out = out.replace("'13.229651'", f"'{bad}'", 1)
+    parsers.parse_perf_sql(out, "perf.log")  # the real log parses
+    with pytest.raises(ParseError, match=rf"^perf\.log:{n}: column time_us: .* is not a finite, non-negative number$"):
+        parsers.parse_perf_sql(bad_out, "perf.log")
+    console = (ROOT / "tests" / "fixtures" / "cpu" / "perf_fa_cpu_console.txt").read_text()
+    m = re.search(r"(?m)^  \S.* runs - +([0-9.]+) us/run", console)
+    assert m
+    line = console.count("\n", 0, m.start()) + 1
+    bad_console = console[: m.start(1)] + bad + console[m.end(1) :]
+    parsers.parse_perf_console(console, "c.txt")
+    with pytest.raises(ParseError, match=rf"^c\.txt:{line}: us/run: .* is not a finite"):
+        parsers.parse_perf_console(bad_console, "c.txt")
+
+
+@pytest.mark.parametrize(("field", "bad"), [("samples_ns", "1e309"), ("samples_ts", "NaN"), ("avg_ts", "-Infinity")])
+def test_a_llama_bench_sample_that_is_not_a_finite_number_is_refused(field, bad):
+    text = (ROOT / "tests" / "fixtures" / "cpu" / "bench_tiny.json").read_text()
+    recs = parsers.parse_llama_bench_json(text, "b.json")
+    assert recs
+    pattern = {"samples_ns": r'"samples_ns": \[ ?(\d+)', "samples_ts": r'"samples_ts": \[ ?([0-9.e+]+)'}
+    m = re.search(pattern.get(field, rf'"{field}": ([0-9.e+]+)'), text)
+    assert m, field
+    line = text.count("\n", 0, text.rfind("{", 0, m.start())) + 1
+    bad_text = text[: m.start(1)] + bad + text[m.end(1) :]
+    with pytest.raises(ParseError, match=rf"^b\.json:{line}: llama-bench field '{field}': .* not a finite"):
+        parsers.parse_llama_bench_json(bad_text, "b.json")
+
+
+def test_an_imported_perf_log_with_a_time_of_minus_1e309_is_an_error_naming_its_line(tmp_path):
+    bad = tmp_path / "perf-r1-base.log"
+    bad.write_text((H200 / "raw" / "perf-r1-base.log").read_text().replace("'13.229651'", "'-1e309'", 1))
+    rc, _out, _ = _run_cli(
+        "import", "--work", str(tmp_path / "w"), "--tool", "perf-sql",
+        "--log", f"base={bad}", "--log", f"+0001={H200 / 'raw' / 'perf-r1-+0001.log'}",
+    )  # fmt: skip
+    [run] = (tmp_path / "w" / "runs" / "seed-fattn").glob("*-import")
+    step = json.loads((run / "results.json").read_text())["steps"]["bench:kernel"]
+    assert rc == 1 and step["status"] == "error", (rc, step["status"])
+    assert re.search(r"raw/perf-r1-base\.log:\d+: column time_us: '-inf' is not a finite", step["reason"])
+    assert "nan" not in json.dumps(step["data"].get("cases", [])).lower()
+
+
+# -- import --log base#2=FILE: the A/A copy of base, read by bench:kernel
+
+
+def test_imported_aa_logs_are_read_as_base_s_aa_copy(tmp_path):
+    raw = H200 / "raw"
+    logs = []
+    for r in (1, 2, 3):
+        for v, f in (("base", "base"), ("+0001", "+0001"), ("+0001+0002", "+0001+0002"), ("base#2", "base_aa2")):
+            logs += ["--log", f"{v}={raw / f'perf-r{r}-{f}.log'}"]
+    rc, _out, err = _run_cli("import", "--work", str(tmp_path / "w"), "--tool", "perf-sql", *logs)
+    assert rc == 0, err
+    [run] = (tmp_path / "w" / "runs" / "seed-fattn").glob("*-import")
+    assert (run / "raw" / "perf-r3-base_aa2.log").is_file()
+    data = json.loads((run / "results.json").read_text())
+    step = data["steps"]["bench:kernel"]
+    assert [v["name"] for v in data["variants"]] == ["base", "+0001", "+0001+0002"]  # no variant 'base#2'
+    stored = json.loads((H200 / "results.json").read_text())["steps"]["bench:kernel"]["data"]
+    assert step["data"]["labels"] == stored["labels"]
+    got = {c["params"]: c["aa_ratio"] for c in step["data"]["cases"]}
+    want = {c["params"]: c["aa_ratio"] for c in stored["cases"]}
+    assert got == pytest.approx(want) and all(x is not None for x in got.values())
+    assert step["data"]["noise_floor"] == pytest.approx(stored["noise_floor"])
+
+
+@pytest.mark.parametrize("name", ["base#3", "+0001#2"])
+def test_an_import_of_another_copy_is_refused_before_anything_is_written(tmp_path, name):
+    raw = H200 / "raw"
+    rc, _, err = _run_cli(
+        "import", "--work", str(tmp_path / "w"), "--tool", "perf-sql",
+        "--log", f"base={raw / 'perf-r1-base.log'}", "--log", f"{name}={raw / 'perf-r1-base_aa2.log'}",
+    )  # fmt: skip
+    assert rc == 2 and err.count("\n") == 1 and f"--log {name}=...: a variant name with '#'" in err, err
+    assert not (tmp_path / "w" / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (b"{\n  'host': 1\n}\n", ":2: not JSON: Expecting property name"),
+        (b"\xff\xfe{}", "not UTF-8 text"),
+        (b"[1, 2]", "expected a JSON object (an env.json), got list"),
+        (None, "cannot read: No such file or directory"),
+    ],
+)
+def test_import_env_that_is_not_a_json_object_is_refused_before_a_run_folder_is_made(tmp_path, content, says):
+    env = tmp_path / "env.json"
+    if content is not None:
+        env.write_bytes(content)
+    rc, _, err = _run_cli(
+        "import", "--work", str(tmp_path / "w"), "--tool", "perf-sql",
+        "--log", f"base={H200 / 'raw' / 'perf-r1-base.log'}", "--env", str(env),
+    )  # fmt: skip
+    assert rc == 2 and err.count("\n") == 1 and err.startswith(f"patchkit: error: import: --env {env}"), err
+    assert says in err, err
+    assert not (tmp_path / "w" / "runs").exists()
