@@ -9,11 +9,14 @@ import contextlib
 import io
 import json
 import re
+import time
+from pathlib import Path
 
 import pytest
 
 from patchkit import cli, parsers
 from patchkit.errors import ApplyError, ParseError
+from patchkit.sweep.spec import SweepError, load_spec, override
 from tests.unit.test_faults_workdir import ROOT, Toy
 
 GIT_FRAGMENTS = ("hint:", "git am", "To restore", "When you have resolved", "stderr:", "There")
@@ -169,3 +172,44 @@ def test_import_env_that_is_not_a_json_object_is_refused_before_a_run_folder_is_
     assert rc == 2 and err.count("\n") == 1 and err.startswith(f"patchkit: error: import: --env {env}"), err
     assert says in err, err
     assert not (tmp_path / "w" / "runs").exists()
+
+
+# -- recipes and sweep specs that are not UTF-8; sweep sizes checked up front
+
+
+def test_a_recipe_or_sweep_spec_that_is_not_utf8_is_one_line(tmp_path):
+    (tmp_path / "recipes").mkdir()
+    recipe = tmp_path / "recipes" / "bad.toml"
+    raw = (ROOT / "recipes" / "default.toml").read_bytes().replace(b"seed-fattn", b"caf\xe9", 1)
+    recipe.write_bytes(raw)
+    rc, _, err = _run_cli("apply", "--work", str(tmp_path / "w"), "-r", str(recipe))
+    at = raw.index(b"\xe9")
+    assert rc == 2 and err == f"patchkit: error: {recipe}: not UTF-8 text (byte {at}: 0xe9); a recipe is UTF-8 TOML\n"
+    assert not (tmp_path / "w").exists()
+    spec = tmp_path / "s.toml"
+    spec.write_bytes((ROOT / "recipes" / "sweeps" / "h200-8col.toml").read_bytes().replace(b"# The", b"# \xff\xfe", 1))
+    with pytest.raises(SweepError, match=r"s\.toml: not UTF-8 text \(byte 2: 0xff\); a sweep spec is UTF-8 TOML$"):
+        load_spec(spec)
+
+
+def _spec_with(tmp_path, old: str, new: str) -> Path:
+    text = (ROOT / "recipes" / "sweeps" / "h200-8col.toml").read_text()
+    assert old in text
+    spec = tmp_path / "s.toml"
+    spec.write_text(text.replace(old, new, 1))
+    return spec
+
+
+def test_a_sweep_range_with_a_typo_is_refused_up_front(tmp_path):
+    load_spec(_spec_with(tmp_path, "nbatch_fa = [32, 64, 128]", "nbatch_fa = { start = 32, stop = 128, step = 32 }"))
+    spec = _spec_with(tmp_path, "nbatch_fa = [32, 64, 128]", "nbatch_fa = { start = 32, stop = 200000 }")
+    t0 = time.monotonic()
+    with pytest.raises(SweepError, match=r"params\.nbatch_fa: a range of 199969 values .*; at most 1024"):
+        load_spec(spec)
+    assert time.monotonic() - t0 < 5  # counted, not made
+    spec = _spec_with(tmp_path, "nbatch_fa = [32, 64, 128]", "nbatch_fa = { start = 32, stop = 1000 }")
+    with pytest.raises(SweepError, match=r"params: 3 \(nthreads\) x 3 \(occupancy\) x 969 \(nbatch_fa\) = 8721 grid"):
+        load_spec(spec)
+    ok = load_spec(_spec_with(tmp_path, "nbatch_fa = [32, 64, 128]", "nbatch_fa = { start = 32, stop = 400 }"))
+    with pytest.raises(SweepError, match=r"^--param: .* = 4428 grid points \(\+ 4 explicit\); at most 4096"):
+        override(ok, params=("nthreads=32,64,128,256",))
