@@ -22,7 +22,7 @@ from patchkit.errors import ApplyError
 from patchkit.parsers.patch import CONFLICT, parse_hunks
 from patchkit.recipe import Patch, Recipe
 from patchkit.source import BaseInfo
-from patchkit.workspace import Workspace, read_json, write_json
+from patchkit.workspace import DamagedFile, Workspace, read_json, write_json
 
 # Deterministic identity and dates: the same base and patches give the same commit shas everywhere.
 GIT_ENV = {
@@ -284,6 +284,22 @@ def series_commits(
         repo.git.worktree("prune")
 
 
+def _read_state(spath: Path) -> VariantState:
+    """A variant's state file (variants/<recipe>/<variant>.json), one line when it is damaged."""
+    try:
+        data = read_json(spath)
+    except DamagedFile as e:
+        raise ApplyError(f"{e}; deleting it has the variant applied again") from None
+    want = set(VariantState.__dataclass_fields__)
+    if not isinstance(data, dict) or set(data) != want:
+        got = sorted(data) if isinstance(data, dict) else f"a JSON {type(data).__name__}"
+        raise ApplyError(
+            f"{spath}: damaged variant state (expected the keys {', '.join(sorted(want))}, got {got}); "
+            "delete it to have the variant applied again"
+        )
+    return VariantState(**data)
+
+
 def apply_variant(
     recipe: Recipe, base: BaseInfo, ws: Workspace, variant: Variant, *, force: bool = False
 ) -> tuple[VariantState, bool]:
@@ -293,7 +309,7 @@ def apply_variant(
     key = variant_key(recipe, base, variant)
     tree = tree_path(ws, recipe, variant)
     spath = state_path(ws, recipe, variant)
-    old = VariantState(**read_json(spath)) if spath.is_file() else None  # type: ignore[arg-type]
+    old = _read_state(spath) if spath.is_file() else None
     with ws.lock(tree):
         if (tree / ".git").exists():
             wt = vcs.repo(tree)

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import cli, parsers
-from patchkit.errors import ApplyError, ParseError
+from patchkit import build, cli, parsers
+from patchkit.errors import ApplyError, ParseError, PatchkitError
 from patchkit.sweep.spec import SweepError, load_spec, override
-from tests.unit.test_faults_workdir import ROOT, Toy
+from tests.unit.test_faults_workdir import ROOT, Toy, _a_finished_build
 
 GIT_FRAGMENTS = ("hint:", "git am", "To restore", "When you have resolved", "stderr:", "There")
 
@@ -213,3 +213,34 @@ def test_a_sweep_range_with_a_typo_is_refused_up_front(tmp_path):
     ok = load_spec(_spec_with(tmp_path, "nbatch_fa = [32, 64, 128]", "nbatch_fa = { start = 32, stop = 400 }"))
     with pytest.raises(SweepError, match=r"^--param: .* = 4428 grid points \(\+ 4 explicit\); at most 4096"):
         override(ok, params=("nthreads=32,64,128,256",))
+
+
+# -- patchkit's own JSON files when damaged: a build's manifest.json, a variant's state
+
+
+@pytest.mark.parametrize("content", ["[]", '{"key": "', "", "\udcff"])
+def test_a_damaged_build_manifest_is_one_line_and_left_as_it_is(tmp_path, content):
+    toy = Toy(tmp_path)
+    state, opts, tc, out, _bdir = _a_finished_build(toy)
+    manifest = out / "manifest.json"
+    raw = content.encode("utf-8", "surrogateescape")
+    manifest.write_bytes(raw)
+    with pytest.raises(PatchkitError) as e:
+        build.find_build(toy.ws, toy.recipe(), opts, state, tc)
+    msg = str(e.value)
+    assert msg.startswith(f"{manifest}") and "damaged" in msg and "\n" not in msg, msg
+    assert msg.endswith("delete it to have patchkit make it again"), msg
+    assert manifest.read_bytes() == raw
+
+
+@pytest.mark.parametrize("content", ["[]", '{"name": "base"}', '{"name": "ba'])
+def test_a_damaged_variant_state_is_one_line(tmp_path, content):
+    toy = Toy(tmp_path)
+    toy.write_patches()
+    toy.apply()
+    spath = toy.ws.variants("toy") / "+0001.json"
+    spath.write_text(content)
+    _states, errors = toy.apply()
+    [e] = errors
+    assert str(e).startswith(f"{spath}") and "damaged" in str(e) and "\n" not in str(e), e
+    assert spath.read_text() == content
