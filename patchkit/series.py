@@ -157,6 +157,23 @@ def _git_error_lines(output: str) -> list[str]:
     return out
 
 
+def _unwrap(s: object) -> str:
+    """GitPython's "\n  stderr: '<git's output>'" as git's output."""
+    t = str(s or "").strip()
+    if t.startswith(("stderr: '", "stdout: '")) and t.endswith("'"):
+        t = t[len("stderr: '") : -1]
+    return t
+
+
+def git_says(e: vcs.GitError) -> str:
+    """'git <subcommand> failed: <git's first error line>' of a git command that failed."""
+    lines = _git_error_lines(f"{_unwrap(e.stderr)}\n{_unwrap(e.stdout)}")
+    errs = [ln for ln in lines if ln.startswith(("error:", "fatal:"))]
+    cmd = e.command if isinstance(e.command, list) else str(e.command).split()
+    sub = next((c for c in cmd[1:] if not c.startswith("-")), "")
+    return f"git {sub} failed: " + (errs or lines or [f"exit status {e.status}"])[0]
+
+
 def describe_failure(patch_file: Path, output: str) -> str:
     """One line naming where the patch fails: 'file F, hunk #N (@@ ... @@)' for the first failing hunk
     that git names, else git's first error line (never git's advice on how to continue an `am`)."""
@@ -255,6 +272,11 @@ def am(wt: vcs.Repo, patch_file: Path, patch: Patch, variant: str) -> str:
             ["git", "apply", "--check", "--verbose", str(patch_file)], with_extended_output=True, with_exceptions=False
         )
         out = f"{check_err}\n{out}"
+        if "No space left on device" in out or "Disk quota exceeded" in out:
+            raise ApplyError(
+                f"variant {variant}: patch {patch.file}: git could not write in {wt.working_dir}: no space left "
+                "on device; free space there and rerun the same command (the variants' trees are as they were)"
+            ) from None
         raise ApplyError(
             f"variant {variant}: patch {patch.file} does not apply: {describe_failure(patch_file, out)}"
         ) from None
@@ -328,11 +350,18 @@ def apply_variant(
                     "run `patchkit refresh` to export them, or pass --force to discard"
                 )
         repo = open_cache_repo(ws)
-        head, applied = series_commits(repo, ws, recipe, base, variant)  # raises before the tree is touched
+        try:
+            head, applied = series_commits(repo, ws, recipe, base, variant)  # raises before the tree is touched
+        except vcs.GitError as e:  # a full disk, say: git's own words, one line
+            raise ApplyError(f"variant {variant.name}: {git_says(e)} (its tree is as it was)") from None
         spath.unlink(missing_ok=True)
-        checkout_base(repo, tree, head, recipe.base.prune)
-        branch = f"pk/{recipe.name}/{variant.branch_suffix}"
-        repo.git.update_ref(f"refs/heads/{branch}", head)
+        try:
+            checkout_base(repo, tree, head, recipe.base.prune)
+            repo.git.update_ref(f"refs/heads/pk/{recipe.name}/{variant.branch_suffix}", head)
+        except vcs.GitError as e:
+            raise ApplyError(
+                f"variant {variant.name}: {git_says(e)} (its tree {tree} is not made: `patchkit apply` makes it again)"
+            ) from None
         state = VariantState(name=variant.name, key=key, base=base.commit, head=head, patches=applied)
         write_json(spath, state.to_dict())
         return state, True

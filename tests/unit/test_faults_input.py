@@ -6,9 +6,13 @@ Real git (a toy sdist base, as in test_faults_workdir.py), real recorded tool ou
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import json
+import os
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -244,3 +248,64 @@ def test_a_damaged_variant_state_is_one_line(tmp_path, content):
     [e] = errors
     assert str(e).startswith(f"{spath}") and "damaged" in str(e) and "\n" not in str(e), e
     assert spath.read_text() == content
+
+
+# -- a full disk during apply: a real tmpfs of 4 MiB (root only), filled up to a few KiB
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {r.stderr.strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+def _fill(disk: Path, leave_kib: int) -> Path:
+    filler = disk / "filler"
+    with open(filler, "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0" * 4096)
+        except OSError as e:
+            assert e.errno == errno.ENOSPC
+    os.truncate(filler, max(0, filler.stat().st_size - leave_kib * 1024))
+    return filler
+
+
+def _apply_cli(toy: Toy) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = [
+        sys.executable,
+        "-m",
+        "patchkit",
+        "apply",
+        "--work",
+        str(toy.ws.root),
+        "-r",
+        str(toy.proj / "recipes/toy.toml"),
+    ]
+    return subprocess.run(argv, capture_output=True, text=True, env=env)
+
+
+@pytest.mark.parametrize("leave_kib", [0, 16, 32, 96])
+def test_a_full_disk_during_apply_is_one_line_and_keeps_every_good_tree(small_disk, leave_kib):
+    toy = Toy(small_disk / f"t{leave_kib}")
+    toy.write_patches()
+    filler = _fill(small_disk, leave_kib)
+    r = _apply_cli(toy)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith("patchkit: error: ") and "does not apply" not in r.stderr, r.stderr  # not the patch
+    assert re.search(r"No space left on device|no space left on device|couldn't write|unable to write", r.stderr)
+    assert not list((toy.ws.cache / "tmp").glob("apply-*/tree"))  # no scratch tree left
+    filler.unlink()
+    again = _apply_cli(toy)
+    assert again.returncode == 0, again.stderr
+    trees = toy.ws.variants("toy")
+    assert "b = 20" in (trees / "+0001+0002" / "ggml/src/b.c").read_text()
+    assert "a = 10" in (trees / "+0001" / "ggml/src/a.c").read_text()
