@@ -11,6 +11,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -309,3 +310,34 @@ def test_a_full_disk_during_apply_is_one_line_and_keeps_every_good_tree(small_di
     trees = toy.ws.variants("toy")
     assert "b = 20" in (trees / "+0001+0002" / "ggml/src/b.c").read_text()
     assert "a = 10" in (trees / "+0001" / "ggml/src/a.c").read_text()
+
+
+# -- more of the same kind: a folder where a log is expected, results.json with steps of the wrong type
+
+
+def test_parse_of_a_folder_or_a_missing_file_is_one_line(tmp_path):
+    for path, says in ((tmp_path, "Is a directory"), (tmp_path / "nosuch.log", "No such file or directory")):
+        rc, _, err = _run_cli("parse", "--tool", "perf-sql", str(path))
+        assert rc == 2 and err == f"patchkit: error: {path}: cannot read: {says}\n", err
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (lambda d: d.update(steps=[]), "'steps' is a JSON list, not the object of steps patchkit writes"),
+        (lambda d: d["steps"].update({"bench:decode": 5}), "step 'bench:decode' is malformed: a JSON int"),
+        (lambda d: d["steps"]["bench:decode"].update(data=[]), "step 'bench:decode' is malformed: a JSON step with"),
+    ],
+)
+def test_results_with_steps_of_the_wrong_type_are_one_line(tmp_path, change, says):
+    run = tmp_path / "run"
+    shutil.copytree(H200, run)
+    data = json.loads((run / "results.json").read_text())
+    change(data)
+    (run / "results.json").write_text(json.dumps(data))
+    before = (run / "results.json").read_bytes()
+    for argv in (("report", str(run)), ("reparse", str(run), "--step", "bench:decode")):
+        rc, _, err = _run_cli(*argv)
+        assert rc == 2 and err.count("\n") == 1 and err.startswith(f"patchkit: error: {run / 'results.json'}: "), err
+        assert says in err, err
+    assert (run / "results.json").read_bytes() == before
