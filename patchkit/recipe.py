@@ -459,6 +459,10 @@ def load_recipe(name_or_path: str | None = None, cwd: Path | None = None) -> Rec
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise RecipeError(f"{path}: cannot read recipe: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise RecipeError(
+            f"{path}: not UTF-8 text (byte {e.start}: {e.object[e.start]:#04x}); a recipe is UTF-8 TOML"
+        ) from None
     recipe = parse_recipe(text, path)
     for i, p in enumerate(recipe.series):
         if not recipe.patch_path(p).is_file():

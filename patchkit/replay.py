@@ -66,10 +66,43 @@ class ImportRequest:
     env: Path | None = None  # env.json of the machine the logs come from
 
 
-def _import_bundle(ctx: Context, req: ImportRequest) -> Bundle:
+def _read_env(req: ImportRequest) -> dict | None:
+    """The --env file as a JSON object, read before anything is written."""
+    if req.env is None:
+        return None
+    try:
+        env = json.loads(req.env.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ResultsError(f"import: --env {req.env}: cannot read: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise ResultsError(f"import: --env {req.env}: not UTF-8 text (byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise ResultsError(f"import: --env {req.env}:{e.lineno}: not JSON: {e.msg}") from None
+    if not isinstance(env, dict):
+        raise ResultsError(f"import: --env {req.env}: expected a JSON object (an env.json), got {type(env).__name__}")
+    return env
+
+
+def _log_variant(req: ImportRequest, v: str, known: list[str]) -> str:
+    """The name a variant's log is saved under: a variant, or `BASE#2`, the A/A copy of base that
+    bench:kernel times beside it (its logs are `perf-rN-BASE_aa2`, as patchkit.measure.kernel names them)."""
+    name, sep, copy = v.partition("#")
+    if not sep:
+        return v
+    variants = [x for x in dict.fromkeys([*known, *(x for x, _ in req.logs)]) if "#" not in x]
+    base = "base" if "base" in variants else (variants[0] if variants else "")
+    if req.tool != "perf-sql" or copy != "2" or name != base:
+        raise ResultsError(
+            f"import: --log {v}=...: a variant name with '#' is the A/A copy of base, {base or 'base'}#2, "
+            "which only bench:kernel (--tool perf-sql) times"
+        )
+    return f"{name}_aa{copy}"
+
+
+def _import_bundle(ctx: Context, req: ImportRequest, env: dict | None) -> Bundle:
     if req.run:
         return Bundle.open(Path(req.run), write=True)
-    variants = list(dict.fromkeys(v for v, _ in req.logs))
+    variants = list(dict.fromkeys(v for v, _ in req.logs if "#" not in v))
     bundle = Bundle.create(
         ctx.ws.runs(ctx.recipe.name),
         recipe=ctx.recipe.name,
@@ -82,8 +115,8 @@ def _import_bundle(ctx: Context, req: ImportRequest) -> Bundle:
             "imported": True,
         },
     )
-    if req.env:
-        write_json(bundle.path / "env.json", json.loads(req.env.read_text()))
+    if env is not None:
+        write_json(bundle.path / "env.json", env)
     return bundle
 
 
@@ -110,12 +143,18 @@ def import_logs(ctx: Context, req: ImportRequest) -> Step:
         except OSError as e:
             raise ResultsError(f"{src}: cannot read: {e.strerror}") from None
     name = kind.name if kind.name != "test" else f"test:{req.suite}"
-    bundle = _import_bundle(ctx, req)
+    env = _read_env(req)
+    if req.run:
+        known = [v.get("name", "") for v in Bundle.open(Path(req.run)).data.get("variants", [])]
+    else:
+        known = []
+    names = {v: _log_variant(req, v, known) for v, _ in req.logs}
+    bundle = _import_bundle(ctx, req, env)
     rounds: dict[str, int] = {}
     for v, src, text in texts:
         rounds[v] = rounds.get(v, 0) + 1
         assert kind.imports is not None
-        dest = bundle.raw_log(kind.imports.log.format(round=rounds[v], variant=v, suite=req.suite))
+        dest = bundle.raw_log(kind.imports.log.format(round=rounds[v], variant=names[v], suite=req.suite))
         if not text.startswith("$ "):
             text = f"$ (imported from {src.resolve()})\n{text.rstrip(chr(10))}\n# exit: 0, 0.0 s\n"
         dest.write_text(text, encoding="utf-8")
@@ -123,7 +162,7 @@ def import_logs(ctx: Context, req: ImportRequest) -> Step:
     if bundle.step(name) is None:
         bundle.record(_pending_step(ctx, req, name, rounds))
     known = [v.get("name") for v in bundle.data.get("variants", [])]
-    for v in dict.fromkeys(v for v, _ in req.logs):
+    for v in dict.fromkeys(v for v, _ in req.logs if "#" not in v):
         if v not in known:
             bundle.data.setdefault("variants", []).append({"name": v})
     bundle.save()

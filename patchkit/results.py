@@ -228,7 +228,13 @@ def read_results(f: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         got = data.get("schema") if isinstance(data, dict) else None
         raise ResultsError(f"{f}: unknown results schema {got!r} (expected {SCHEMA})")
-    steps = data.get("steps") or {}
+    steps = data.get("steps") if data.get("steps") is not None else {}
+    if not isinstance(steps, dict):
+        raise ResultsError(f"{f}: 'steps' is a JSON {type(steps).__name__}, not the object of steps patchkit writes")
+    for name, st in steps.items():
+        if not isinstance(st, dict) or not isinstance(st.get("data", {}), dict):
+            what = type(st).__name__ if not isinstance(st, dict) else f"step with a {type(st['data']).__name__} as data"
+            raise ResultsError(f"{f}: step {name!r} is malformed: a JSON {what}, not the object patchkit writes")
     for old, new in LEGACY_STEP_NAMES.items():  # old results.json files: renamed on load
         if old in steps and new not in steps:
             steps[new] = {**steps.pop(old), "name": new}

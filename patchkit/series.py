@@ -22,7 +22,7 @@ from patchkit.errors import ApplyError
 from patchkit.parsers.patch import CONFLICT, parse_hunks
 from patchkit.recipe import Patch, Recipe
 from patchkit.source import BaseInfo
-from patchkit.workspace import Workspace, read_json, write_json
+from patchkit.workspace import DamagedFile, Workspace, read_json, write_json
 
 # Deterministic identity and dates: the same base and patches give the same commit shas everywhere.
 GIT_ENV = {
@@ -119,11 +119,66 @@ def patch_body(patch_text: str) -> str:
 
 _FAILED_AT = re.compile(r"patch failed: (\S+):(\d+)")
 _NOT_EXIST = re.compile(r"error: (\S+): does not exist in index")
+_EXISTS = re.compile(r"error: (\S+): already exists in (?:index|working directory)")
+_CORRUPT = re.compile(r"error: corrupt patch at line (\d+)")
+_NO_DIFF = re.compile(r"No valid patches in input|Patch format detection failed|Patch is empty")
+# git's advice around an `am` that stopped: never part of patchkit's one line
+_GIT_ADVICE = re.compile(
+    r"^(?:hint:|When you have resolved|If you prefer to skip|To restore the original|To record the empty"
+    r"|Patch failed at|Applying:|Using index info|Falling back to)"
+)
+
+
+def _hunk_at_patch_line(patch_text: str, line: int) -> str:
+    """'file F, hunk #N (@@ ... @@)' of the hunk that holds line `line` (1-based) of the patch file."""
+    found = ""
+    current, n = "", 0
+    for i, ln in enumerate(patch_text.splitlines(), 1):
+        if i > line:
+            break
+        if ln.startswith("diff --git "):
+            current, n, found = ln.split(" b/", 1)[-1], 0, ""
+        elif ln.startswith("@@ ") and current:
+            n += 1
+            found = f"file {current}, hunk #{n} ({ln.strip()})"
+    return found
+
+
+def _git_error_lines(output: str) -> list[str]:
+    """git's own lines, unwrapped from GitPython's `stderr: '...'` and without its advice."""
+    out = []
+    for ln in output.splitlines():
+        ln = ln.strip()
+        for pre in ("stderr: '", "stdout: '"):
+            if ln.startswith(pre):
+                ln = ln[len(pre) :].rstrip("'")
+        if ln and not _GIT_ADVICE.match(ln):
+            out.append(ln)
+    return out
+
+
+def _unwrap(s: object) -> str:
+    """GitPython's "\n  stderr: '<git's output>'" as git's output."""
+    t = str(s or "").strip()
+    if t.startswith(("stderr: '", "stdout: '")) and t.endswith("'"):
+        t = t[len("stderr: '") : -1]
+    return t
+
+
+def git_says(e: vcs.GitError) -> str:
+    """'git <subcommand> failed: <git's first error line>' of a git command that failed."""
+    lines = _git_error_lines(f"{_unwrap(e.stderr)}\n{_unwrap(e.stdout)}")
+    errs = [ln for ln in lines if ln.startswith(("error:", "fatal:"))]
+    cmd = e.command if isinstance(e.command, list) else str(e.command).split()
+    sub = next((c for c in cmd[1:] if not c.startswith("-")), "")
+    return f"git {sub} failed: " + (errs or lines or [f"exit status {e.status}"])[0]
 
 
 def describe_failure(patch_file: Path, output: str) -> str:
-    """'file F, hunk #N (@@ ... @@)' for the first failing hunk that git names, else git's own words."""
-    hunks = parse_hunks(patch_file.read_text(encoding="utf-8", errors="replace"))
+    """One line naming where the patch fails: 'file F, hunk #N (@@ ... @@)' for the first failing hunk
+    that git names, else git's first error line (never git's advice on how to continue an `am`)."""
+    text = patch_file.read_text(encoding="utf-8", errors="replace")
+    hunks = parse_hunks(text)
     m = _FAILED_AT.search(output)
     if m:
         f, line = m.group(1), int(m.group(2))
@@ -136,8 +191,20 @@ def describe_failure(patch_file: Path, output: str) -> str:
         f = m.group(1)
         idx = [h for h in hunks if h.file == f]
         return f"file {f}" + (", hunks " + ", ".join(f"#{h.index}" for h in idx) if idx else "")
-    last = [ln for ln in output.splitlines() if ln.strip()]
-    return last[-1] if last else "git am failed"
+    m = _EXISTS.search(output)
+    if m:
+        return f"file {m.group(1)}: the patch creates it, but it is already in the tree"
+    m = _CORRUPT.search(output)
+    if m:
+        where = _hunk_at_patch_line(text, int(m.group(1)))
+        return f"corrupt patch at line {m.group(1)}" + (
+            f": {where} (its line counts do not match its lines)" if where else ""
+        )
+    if _NO_DIFF.search(output) or not (hunks or "diff --git " in text):
+        return "no diff in it (not a git format-patch or unified diff, or an empty one)"
+    lines = _git_error_lines(output)
+    errs = [ln for ln in lines if ln.startswith(("error:", "fatal:"))]
+    return (errs or lines or ["git am failed"])[0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -205,6 +272,11 @@ def am(wt: vcs.Repo, patch_file: Path, patch: Patch, variant: str) -> str:
             ["git", "apply", "--check", "--verbose", str(patch_file)], with_extended_output=True, with_exceptions=False
         )
         out = f"{check_err}\n{out}"
+        if "No space left on device" in out or "Disk quota exceeded" in out:
+            raise ApplyError(
+                f"variant {variant}: patch {patch.file}: git could not write in {wt.working_dir}: no space left "
+                "on device; free space there and rerun the same command (the variants' trees are as they were)"
+            ) from None
         raise ApplyError(
             f"variant {variant}: patch {patch.file} does not apply: {describe_failure(patch_file, out)}"
         ) from None
@@ -234,6 +306,22 @@ def series_commits(
         repo.git.worktree("prune")
 
 
+def _read_state(spath: Path) -> VariantState:
+    """A variant's state file (variants/<recipe>/<variant>.json), one line when it is damaged."""
+    try:
+        data = read_json(spath)
+    except DamagedFile as e:
+        raise ApplyError(f"{e}; deleting it has the variant applied again") from None
+    want = set(VariantState.__dataclass_fields__)
+    if not isinstance(data, dict) or set(data) != want:
+        got = sorted(data) if isinstance(data, dict) else f"a JSON {type(data).__name__}"
+        raise ApplyError(
+            f"{spath}: damaged variant state (expected the keys {', '.join(sorted(want))}, got {got}); "
+            "delete it to have the variant applied again"
+        )
+    return VariantState(**data)
+
+
 def apply_variant(
     recipe: Recipe, base: BaseInfo, ws: Workspace, variant: Variant, *, force: bool = False
 ) -> tuple[VariantState, bool]:
@@ -243,7 +331,7 @@ def apply_variant(
     key = variant_key(recipe, base, variant)
     tree = tree_path(ws, recipe, variant)
     spath = state_path(ws, recipe, variant)
-    old = VariantState(**read_json(spath)) if spath.is_file() else None  # type: ignore[arg-type]
+    old = _read_state(spath) if spath.is_file() else None
     with ws.lock(tree):
         if (tree / ".git").exists():
             wt = vcs.repo(tree)
@@ -262,11 +350,18 @@ def apply_variant(
                     "run `patchkit refresh` to export them, or pass --force to discard"
                 )
         repo = open_cache_repo(ws)
-        head, applied = series_commits(repo, ws, recipe, base, variant)  # raises before the tree is touched
+        try:
+            head, applied = series_commits(repo, ws, recipe, base, variant)  # raises before the tree is touched
+        except vcs.GitError as e:  # a full disk, say: git's own words, one line
+            raise ApplyError(f"variant {variant.name}: {git_says(e)} (its tree is as it was)") from None
         spath.unlink(missing_ok=True)
-        checkout_base(repo, tree, head, recipe.base.prune)
-        branch = f"pk/{recipe.name}/{variant.branch_suffix}"
-        repo.git.update_ref(f"refs/heads/{branch}", head)
+        try:
+            checkout_base(repo, tree, head, recipe.base.prune)
+            repo.git.update_ref(f"refs/heads/pk/{recipe.name}/{variant.branch_suffix}", head)
+        except vcs.GitError as e:
+            raise ApplyError(
+                f"variant {variant.name}: {git_says(e)} (its tree {tree} is not made: `patchkit apply` makes it again)"
+            ) from None
         state = VariantState(name=variant.name, key=key, base=base.commit, head=head, patches=applied)
         write_json(spath, state.to_dict())
         return state, True

@@ -245,5 +245,28 @@ def write_json(path: Path, obj: object) -> None:
     write_atomic(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
+class DamagedFile(PatchkitError, ValueError):
+    """One of patchkit's own JSON files that is not what patchkit wrote (truncated, emptied, edited):
+    one line naming it (a ValueError too, for the callers that treat a bad record as none)."""
+
+
+# patchkit's files that hold one JSON object: any other content is a damaged file
+_OBJECT_FILES = ("manifest.json", "results.json", MARKER, "env.json")
+
+
 def read_json(path: Path) -> object:
-    return json.loads(path.read_text(encoding="utf-8"))
+    """A JSON file patchkit wrote; DamagedFile (one line) when it is not UTF-8 JSON, or when one of
+    the object files (a build's manifest.json, ...) holds something else than an object."""
+    redo = "delete it to have patchkit make it again" if path.name == "manifest.json" else "restore or delete it"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise DamagedFile(f"{path}: damaged: not UTF-8 text (byte {e.start}); {redo}") from None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        cut = "truncated, " if e.pos >= len(text.rstrip()) else ""
+        raise DamagedFile(f"{path}:{e.lineno}: damaged: {cut}not JSON ({e.msg}); {redo}") from None
+    if path.name in _OBJECT_FILES and not isinstance(obj, dict):
+        raise DamagedFile(f"{path}: damaged: a JSON {type(obj).__name__}, not the object patchkit writes; {redo}")
+    return obj

@@ -6,6 +6,8 @@ Every PatchkitError is caught here, once, and printed as `patchkit: error: <mess
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import sys
 
 from patchkit import __version__, proc
@@ -47,6 +49,19 @@ def main(argv: list[str] | None = None) -> int:
     except PatchkitError as e:
         print(f"patchkit: error: {e}", file=sys.stderr)
         return e.exit_code
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        what = "no space left on device" if e.errno == errno.ENOSPC else "disk quota exceeded"
+        where = (
+            e.filename or f"writing in {getattr(args, 'work', None) or os.environ.get('PATCHKIT_WORK') or '.patchkit'}"
+        )
+        print(
+            f"patchkit: error: {where}: {what}; free space there and rerun the same command "
+            "(what had finished is kept)",
+            file=sys.stderr,
+        )
+        return 2
     except KeyboardInterrupt as e:
         code = e.exit_code if isinstance(e, proc.Interrupted) else 130
         print(f"patchkit: {e or 'interrupted'}; rerun the same command to resume", file=sys.stderr)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from patchkit.errors import ParseError
@@ -47,6 +48,18 @@ def float_or_none(s: str) -> float | None:
         return float(s)
     except ValueError:
         return None
+
+
+def sample(x: float | int | str, source: str, line: int | None, what: str) -> float:
+    """x as a float, a measured number (a time, a rate): refused unless finite and not negative,
+    naming the source and line (`-1e309`, `inf` or `nan` would turn every statistic over it into NaN)."""
+    try:
+        f = float(x)
+    except OverflowError:  # an int of more than 308 digits
+        f = math.inf
+    if not math.isfinite(f) or f < 0:
+        raise err(source, line, f"{what}: {snip(str(x), 40)} is not a finite, non-negative number")
+    return f
 
 
 def strip_interleaved_logs(text: str) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from patchkit.parsers.common import err, snip, split_lines
+from patchkit.parsers.common import err, sample, snip, split_lines
 from patchkit.parsers.records import BenchRecord
 
 _REQUIRED: dict[str, tuple[type, ...]] = {
@@ -130,13 +130,14 @@ def parse_llama_bench_jsonl(text: str, source: str) -> list[BenchRecord]:
 def _bench_record(obj: Any, source: str, line: int | None) -> BenchRecord:
     vals = _checked_fields(obj, source, line)
     vals["flash_attn"] = int(vals["flash_attn"])
-    vals["avg_ts"] = float(vals["avg_ts"])
-    vals["stddev_ts"] = float(vals["stddev_ts"])
-    vals["samples_ts"] = tuple(float(x) for x in vals["samples_ts"])
-    vals["samples_ns"] = tuple(int(x) for x in vals["samples_ns"])
-    for key in ("avg_ns", "stddev_ns"):
+    for key in ("avg_ts", "stddev_ts", "avg_ns", "stddev_ns"):
         if key in vals:
-            vals[key] = float(vals[key])
+            vals[key] = sample(vals[key], source, line, f"llama-bench field '{key}'")
+    vals["samples_ts"] = tuple(sample(x, source, line, "llama-bench field 'samples_ts'") for x in vals["samples_ts"])
+    for x in vals["samples_ns"]:  # ints kept as written (a float() would round those above 2**53)
+        if isinstance(x, float) or x < 0:
+            sample(x, source, line, "llama-bench field 'samples_ns'")
+    vals["samples_ns"] = tuple(int(x) for x in vals["samples_ns"])
     known = set(_REQUIRED) | set(_OPTIONAL)
     extra = {k: v for k, v in obj.items() if k not in known}
     return BenchRecord(**vals, extra=extra, line=line)

@@ -12,7 +12,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from patchkit.parsers.common import err, last_content_line, snip, split_lines, strip_ansi, strip_interleaved_logs
+from patchkit.parsers.common import (
+    err,
+    last_content_line,
+    sample,
+    snip,
+    split_lines,
+    strip_ansi,
+    strip_interleaved_logs,
+)
 from patchkit.parsers.records import PerfRecord
 
 _SQL_REQUIRED = ("backend_name", "op_name", "op_params", "time_us", "n_runs")
@@ -134,6 +142,9 @@ def _sql_record(row: dict[str, Any], source: str, n: int) -> PerfRecord:
         if row[req] is None:
             raise err(source, n, f"required column '{req}' is NULL")
     sup = row.get("supported")
+    for col in ("time_us", "flops", "bandwidth_gb_s"):
+        if row.get(col) is not None:
+            row[col] = sample(row[col], source, n, f"column {col}")
     return PerfRecord(
         backend_name=str(row["backend_name"]),
         op_name=str(row["op_name"]),
@@ -248,7 +259,7 @@ def parse_perf_console(text: str, source: str, *, partial: bool = False) -> list
         elif _BACKENDS_PASSED_RE.match(s) and started:
             done = True
         elif backend is not None and not done:
-            rec = _perf_line(s, backend, n)
+            rec = _perf_line(s, backend, n, source)
             if rec is not None:
                 out.append(rec)
             elif _CASE_START_RE.match(s) and n != last_content:
@@ -262,7 +273,7 @@ def parse_perf_console(text: str, source: str, *, partial: bool = False) -> list
     return out
 
 
-def _perf_line(s: str, backend: str, n: int) -> PerfRecord | None:
+def _perf_line(s: str, backend: str, n: int, source: str) -> PerfRecord | None:
     """The record of a perf case line ('N runs - ...' or 'not supported'), None for other lines."""
     m = _PERF_LINE_RE.match(s)
     if m:
@@ -274,10 +285,10 @@ def _perf_line(s: str, backend: str, n: int) -> PerfRecord | None:
             backend_name=backend,
             op_name=m["op"],
             op_params=m["params"],
-            time_us=float(m["us"]),
+            time_us=sample(m["us"], source, n, "us/run"),
             n_runs=int(m["runs"]),
             flops=flops,
-            bandwidth_gb_s=float(m["gbs"]) if m["gbs"] is not None else None,
+            bandwidth_gb_s=sample(m["gbs"], source, n, "GB/s") if m["gbs"] is not None else None,
             memory_kb=int(m["kb"]) if m["kb"] is not None else None,
             extra={"flop_per_run": flop_per_run} if flop_per_run is not None else {},
             line=n,

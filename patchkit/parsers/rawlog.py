@@ -18,7 +18,10 @@ REUSED = "# reused: "  # second line of a log copied from an earlier run (patchk
 
 def read_log(path: str | Path) -> str:
     """The text of a log file; bytes that are not UTF-8 are replaced (a crashed tool can leave some)."""
-    return Path(path).read_text(encoding="utf-8", errors="replace")
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as e:
+        raise ParseError(f"{path}: cannot read: {e.strerror}") from None
 
 
 def parse_raw_log(text: str, source: str) -> RawLog:

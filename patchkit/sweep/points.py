@@ -134,13 +134,15 @@ def candidates(spec: SweepSpec, table: tbl.Table, row: tbl.Row) -> tuple[list[di
     checks = _constraints(spec, table.columns)
     names = list(spec.params)
     grid = [dict(zip(names, combo)) for combo in itertools.product(*spec.params.values())] if names else []
-    rows, excluded = [], 0
+    rows, excluded, seen = [], 0, set()
     for i, change in enumerate([*grid, *spec.points]):
         full = {**current, **change}
         if i < len(grid) and not _satisfies(full, checks):  # explicit points are always tried
             excluded += 1
             continue
-        if full != current and full not in rows:
+        key = tuple(sorted(full.items()))
+        if full != current and key not in seen:  # a set: a large grid is not quadratic
+            seen.add(key)
             rows.append(full)
     return rows, len(grid), excluded
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import difflib
 import itertools
+import math
 import operator
 import re
 import sys
@@ -33,6 +34,10 @@ Value = int | bool
 
 OBJECTIVES = ("geomean", "mean", "max")
 STRATEGIES = ("grid", "halving")
+# Limits on a sweep's size, checked when the spec is read: each point is a compile of its units, so
+# more than this is a typo (`stop = 20000`), not a sweep (the H200 sweep has 31 points)
+MAX_RANGE = 1024  # values of one range table
+MAX_POINTS = 4096  # grid combinations plus explicit points
 DEFAULT_ROUNDS = {"grid": (5,), "halving": (2, 6, 18)}
 _ARCH = re.compile(r"\d+[af]?(-real|-virtual)?")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
@@ -157,7 +162,27 @@ def _range(t: Mapping, where: str) -> tuple[int, ...]:
         nums[k] = v
     if nums["step"] < 1:
         raise _err(f"{where}.step", f"expected at least 1, got {nums['step']}")
+    count = max(0, (nums["stop"] - nums["start"]) // nums["step"] + 1)
+    if count > MAX_RANGE:  # counted before the values are made: a typo in stop is not a hang
+        raise _err(
+            where,
+            f"a range of {count} values (start {nums['start']}, stop {nums['stop']}, step {nums['step']}); "
+            f"at most {MAX_RANGE} (a typo in stop or step?)",
+        )
     return tuple(range(nums["start"], nums["stop"] + 1, nums["step"]))
+
+
+def check_size(params: Mapping[str, tuple], npoints: int, where: str) -> None:
+    """Refuse a sweep of more than MAX_POINTS points (the grid, every combination of the parameters'
+    values, and the explicit points), before any point is made: each point is a compile."""
+    grid = math.prod(len(v) for v in params.values()) if params else 0
+    if grid + npoints > MAX_POINTS:
+        sizes = " x ".join(f"{len(v)} ({k})" for k, v in params.items())
+        raise _err(
+            where,
+            f"{sizes} = {grid} grid points (+ {npoints} explicit); at most {MAX_POINTS}: "
+            "narrow a range, or give explicit points",
+        )
 
 
 def _values(v: object, where: str) -> tuple[Value, ...]:
@@ -378,6 +403,7 @@ def parse_sweep(mapping: dict, where: str) -> SweepSpec:
         raise _err(f"{where}.constraints", "expected a list of expressions")
     for i, c in enumerate(cons):
         parse_expression(_str(c, f"{where}.constraints[{i}]"), f"{where}.constraints[{i}]")
+    check_size(params, len(points), f"{where}.params")
     name = mapping.get("name") or f"{function}-" + "-".join(str(int(v)) for v in row.values())
     if not is_safe_component(name):
         raise _err(f"{where}.name", f"{name!r} cannot be a folder name ({SAFE_RULE})")
@@ -415,6 +441,10 @@ def load_spec(path: Path) -> SweepSpec:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
         raise SweepError(f"{path}: cannot read the sweep spec: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise SweepError(
+            f"{path}: not UTF-8 text (byte {e.start}: {e.object[e.start]:#04x}); a sweep spec is UTF-8 TOML"
+        ) from None
     except tomllib.TOMLDecodeError as e:
         raise SweepError(f"{path}: TOML syntax error: {e}") from None
     extra = [k for k in data if k != "sweep"]
@@ -463,6 +493,7 @@ def override(
             raise _err(f"--param {text}", "is a key column of the row; a sweep changes the other columns")
         new_params[name] = vals
         origins[name] = f"--param {name}"
+    check_size(new_params, len(spec.points), "--param")
     changes: dict = {"params": new_params, "origins": origins}
     if archs:
         changes["archs"] = _archs(list(archs), "--arch")
