@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from patchkit import build as build_mod
+from patchkit import unitcheck
 from patchkit.measure.tool import Built
 from patchkit.options import RunOptions
 from patchkit.results import Status, Step
@@ -22,12 +22,22 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
     states = [s for s in built.states if built.scope is None or built.scope.tests(s.name)]
     if not states:
         return Step(name=name, status=Status.NOT_RUN, reason="--changed: no variant changed")
-    items = build_mod.check(built.ctx.recipe, built.base, built.ctx.ws, states, one, logs=b.raw)
+    items = unitcheck.check(built.ctx.recipe, built.base, built.ctx.ws, states, one, logs=b.raw)
     bad = [i for i in items if not i.ok]
+    tried = unitcheck.compiled(items)
+    left = len(items) - len(tried)
+    if unitcheck.interrupted(items):
+        status, reason = Status.ERROR, f"Ninja stopped before it finished: {next(i.error for i in bad)}"
+    elif bad:
+        status, reason = Status.FAIL, f"{len(bad)} of {len(tried)} translation units failed"
+    elif not tried:  # a check that compiled nothing proves nothing
+        status, reason = Status.NOT_RUN, f"compiled nothing: no unit of this configuration is touched ({left} left out)"
+    else:
+        status, reason = Status.OK, ""
     return Step(
         name=name,
-        status=Status.FAIL if bad else Status.OK,
-        reason=f"{len(bad)} of {len(items)} translation units failed" if bad else "",
+        status=status,
+        reason=reason,
         logs=sorted({b.rel(p) for p in b.raw.glob(f"check-*{arch}*.log")}),
         data={"items": [i.to_dict() for i in items]},
     )
