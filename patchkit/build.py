@@ -8,8 +8,8 @@ build is never redone and a changed patch is never served stale. Binaries are li
 (-DBUILD_SHARED_LIBS=OFF) so a snapshot does not load the libraries of whatever variant the shared
 build folder holds now.
 
-`check()` is the compile check for machines without a GPU: configure, then compile only the
-translation units the series touches, per architecture, and report each with its first error.
+The compile check for machines without a GPU (patchkit.unitcheck) uses this module's configure, tree
+moves and include graph.
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ from pathlib import Path
 
 from patchkit import compiled, proc, units, vcs
 from patchkit.errors import BuildError, CommandError, ToolNotFound
-from patchkit.parsers.compiler import failed_objects, first_compiler_error
+from patchkit.parsers.compiler import first_compiler_error
 from patchkit.progress import Progress
 from patchkit.recipe import Recipe
 from patchkit.series import VariantState, checkout_base
-from patchkit.source import BaseInfo, open_cache_repo, show
+from patchkit.source import BaseInfo, open_cache_repo
 from patchkit.workspace import Workspace, read_json, write_json
 
 MIN_ARCH = 50  # sm_50: the oldest architecture CUDA 12 compiles for (CUDA 13: sm_75)
@@ -207,9 +207,16 @@ class BuildResult:
         return asdict(self)
 
 
+# A build folder is configured again whenever the tree's file list or a CMake file differs from its last
+# configure (configure_inputs); builds made before that rule may hold a stale file list (a GLOB that
+# missed an added .cu file), so the rule is part of the key and such builds are not reused.
+CONFIGURE_RULE = "configure again on a changed file list or CMake file"
+
+
 def build_key(state: VariantState, opts: BuildOptions, tc: Toolchain) -> str:
     h = hashlib.sha256()
     h.update(state.key.encode())
+    h.update(CONFIGURE_RULE.encode())
     h.update(json.dumps(opts.key_material(), sort_keys=True).encode())
     h.update(json.dumps(list(tc.cmake_args)).encode())
     return h.hexdigest()
@@ -319,6 +326,20 @@ class _Progress:
             self.bar.close()
 
 
+def configure_inputs(tree: Path) -> str:
+    """A digest of what a configure of `tree` depends on beyond its arguments: every file's path (CMake's
+    file(GLOB) lists, e.g. ggml-cuda's template instances, are read at configure time only) and the
+    contents of its CMake files (CMakeLists.txt, *.cmake, *.cmake.in)."""
+    listing = vcs.git(tree, "ls-tree", "-r", "--full-tree", "HEAD", check=True).text
+    h = hashlib.sha256()
+    for line in listing.splitlines():
+        meta, _, path = line.partition("\t")
+        h.update(path.encode() + b"\0")
+        if path.endswith((*compiled.CMAKE_FILES, ".cmake.in")):
+            h.update(meta.split()[-1].encode() + b"\0")
+    return h.hexdigest()
+
+
 def configure(src: Path, bdir: Path, opts: BuildOptions, tc: Toolchain, log: Path) -> None:
     args = [
         "cmake",
@@ -333,14 +354,18 @@ def configure(src: Path, bdir: Path, opts: BuildOptions, tc: Toolchain, log: Pat
         *opts.cmake_options,
     ]
     stamp = bdir / "patchkit-configure.json"
-    if (bdir / "CMakeCache.txt").is_file() and stamp.is_file() and read_json(stamp) == args:
+    want = {"args": args, "inputs": configure_inputs(src)}
+    last = read_json(stamp) if stamp.is_file() else None
+    if (bdir / "CMakeCache.txt").is_file() and last == want:
         return
+    if (bdir / "CMakeCache.txt").is_file() and isinstance(last, dict) and last.get("args") == args:
+        print(f"{bdir}: configure again: files were added, removed or renamed, or a CMake file changed")
     try:
         proc.run(args, log=log, env=tc.env)
     except CommandError:
         err = first_compiler_error(log.read_text(errors="replace")) if log.is_file() else None
         raise BuildError(f"configure failed: {err or 'see log'} (log: {log})") from None
-    write_json(stamp, args)
+    write_json(stamp, want)
 
 
 def run_ninja(
@@ -435,6 +460,11 @@ def build_variants(
 _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
 
+def source_root(tree: Path) -> str:
+    """Where ggml's sources lie in a tree: llama.cpp's layout `ggml/src`, ggml's own `src`."""
+    return "ggml/src" if (tree / "ggml" / "src").is_dir() else "src"
+
+
 def include_graph(tree: Path, scan_dirs: tuple[str, ...] = ("ggml/src",)) -> dict[str, set[str]]:
     """Every source and header under scan_dirs -> the tree paths its `#include "..."` lines name."""
     files: dict[str, set[str]] = {}
@@ -481,91 +511,3 @@ def object_targets(bdir: Path, sources: list[str], env: dict[str, str]) -> dict[
         if (src := compiled.object_source(obj)) is not None:
             by_source.setdefault(src, obj)
     return {s: by_source[s] for s in sources if s in by_source}
-
-
-@dataclass(frozen=True, kw_only=True)
-class CheckItem:
-    variant: str
-    arch: str
-    source: str
-    ok: bool
-    error: str = ""
-    cleared: str = ""  # not compiled: why the change does not reach it ([[affects]] units)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def _cleared(
-    recipe: Recipe, ws: Workspace, tree: Path, old: str, new: str, changed: list[str], graph: dict[str, set[str]]
-) -> dict[str, str]:
-    """The units (path -> why) a variant's change against base does not reach, by the [[affects]] units rules."""
-    if not any(a.units and a.file in changed for a in recipe.affects):
-        return {}
-
-    def text(which: str, f: str) -> str | None:
-        return show(ws, old if which == "old" else new, f)
-
-    by_file = {f: set(includers(tree, [f], graph=graph)) for f in changed}
-    return units.clear(recipe, changed, text, by_file).units
-
-
-def check(
-    recipe: Recipe, base: BaseInfo, ws: Workspace, states: list[VariantState], opts: BuildOptions, *, logs: Path
-) -> list[CheckItem]:
-    """Compile only the TUs the series touches, for each arch and each patched variant."""
-    items: list[CheckItem] = []
-    patched = [s for s in states if s.name != "base"] or states
-    repo = open_cache_repo(ws)
-    # each variant compiles the translation units its own patches touch (local test-only patches too)
-    changed_by = {s.name: repo.git.diff("--name-only", base.commit, s.head).split() for s in patched}
-    for arch in opts.archs or ("cpu",):
-        one = BuildOptions(**{**asdict(opts), "archs": (arch,) if opts.backend == "cuda" else ()})
-        tc = toolchain(one)
-        root = ws.builds(recipe.name, f"check-{one.config}")
-        with ws.lock(root):
-            for state in patched:
-                tree = move_tree(ws, recipe, root, base, state.head)
-                bdir = root / "build"
-                configure(tree, bdir, one, tc, logs / f"check-configure-{one.config}.log")
-                graph = include_graph(tree)
-                sources = includers(tree, changed_by[state.name], graph=graph)
-                if one.backend == "cuda":
-                    sources = [s for s in sources if s.startswith("ggml/src/ggml-cuda/")]
-                cleared = (
-                    {}
-                    if opts.full_rebuild
-                    else _cleared(recipe, ws, tree, base.commit, state.head, changed_by[state.name], graph)
-                )
-                if cleared:
-                    sources = [s for s in sources if s not in cleared]
-                    print(
-                        f"check {state.name} arch {arch}: {len(cleared)} units left out: the changed rows are not "
-                        "read there ([[affects]] units)"
-                    )
-                    items += [
-                        CheckItem(variant=state.name, arch=arch, source=s, ok=True, cleared=w)
-                        for s, w in cleared.items()
-                    ]
-                objs = object_targets(bdir, sources, tc.env)
-                missing = [s for s in sources if s not in objs]
-                for s in missing:
-                    items.append(
-                        CheckItem(
-                            variant=state.name,
-                            arch=arch,
-                            source=s,
-                            ok=False,
-                            error="no build target for this file in this configuration",
-                        )
-                    )
-                log = logs / f"check-{one.config}-{state.name}.log"
-                desc = f"check {state.name} sm_{arch}"
-                done = run_ninja(bdir, list(objs.values()), one, tc, log, desc, keep_going=True)
-                failed = failed_objects(done.stdout, str(tree))
-                for src, obj in objs.items():
-                    err = next((e for o, e in failed.items() if o.endswith(obj) or obj.endswith(o)), "")
-                    items.append(CheckItem(variant=state.name, arch=arch, source=src, ok=not err, error=err))
-                n_ok = sum(1 for i in items if i.variant == state.name and i.arch == arch and i.ok and not i.cleared)
-                print(f"check {state.name} arch {arch}: {n_ok}/{len(objs)} compiled")
-    return items

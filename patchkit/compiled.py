@@ -67,14 +67,23 @@ def object_source(obj: str) -> str | None:
 
 
 def changed_files(repo_dir: Path, old: str, new: str) -> list[str]:
-    """Files that differ between two commits."""
-    return vcs.git(repo_dir, "diff", "--name-only", old, new, check=True).text.split()
+    """Files that differ between two commits (a renamed file under both its names)."""
+    return vcs.git(repo_dir, "diff", "--no-renames", "--name-only", old, new, check=True).text.split()
 
 
-def same_code_reason(changed: list[str], inputs: set[str], config: str) -> str:
+def added_or_removed(repo_dir: Path, old: str, new: str) -> list[str]:
+    """Files one of two commits has and the other not (a rename is both): a change of the file list,
+    which a CMake file(GLOB) may turn into objects added to or gone from the build."""
+    return vcs.git(
+        repo_dir, "diff", "--no-renames", "--name-only", "--diff-filter=AD", old, new, check=True
+    ).text.split()
+
+
+def same_code_reason(changed: list[str], inputs: set[str], config: str, layout: list[str] = ()) -> str:
     """Why a variant with these changed files compiles to base's code in this configuration, or ''
-    when it does not (a compiled file or a CMake file changed, or nothing is known)."""
-    if not changed or not inputs:
+    when it does not (a compiled file or a CMake file changed, files were added or removed (`layout`,
+    added_or_removed: base's deps log cannot say whether a GLOB compiles them), or nothing is known)."""
+    if not changed or not inputs or layout:
         return ""
     if any(f in inputs or f.endswith(CMAKE_FILES) for f in changed):
         return ""

@@ -134,7 +134,8 @@ class BuildLane:
             elif inputs:
                 tree = ctx.ws.variants(ctx.recipe.name) / "base"
                 changed = compiled.changed_files(tree, self.states[0].head, st.head)
-                why = compiled.same_code_reason(changed, inputs, b.config)
+                layout = compiled.added_or_removed(tree, self.states[0].head, st.head)
+                why = compiled.same_code_reason(changed, inputs, b.config, layout)
             with self._cond:
                 self._built.append(Bins(variant=r.variant, dir=Path(r.bin_dir), key=r.key))
                 if why:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
 from patchkit import build as build_mod
-from patchkit import parsers, pipeline, publish, replay, report, steps
+from patchkit import parsers, pipeline, publish, replay, report, steps, unitcheck
 from patchkit.cli import executor as cli_executor
 from patchkit.cli.base import (
     Command,
@@ -22,7 +23,7 @@ from patchkit.cli.base import (
     non_negative_int,
     positive_int,
 )
-from patchkit.errors import BuildError, PatchkitError, ResultsError
+from patchkit.errors import PatchkitError, ResultsError
 from patchkit.measure.decode import synth_model
 from patchkit.options import build_options, describe, env_value, resolve_run
 from patchkit.results import Bundle, latest_run
@@ -87,22 +88,29 @@ class Build(Command):
 
 
 def _check(ctx, base, states, opts) -> int:
-    items = build_mod.check(ctx.recipe, base, ctx.ws, states, opts, logs=ctx.logs)
+    """`build --check`: exit 0 when every unit the configuration builds compiled, 1 when one failed or
+    nothing was compiled (a failed compile is a step failure, not an input error)."""
+    items = unitcheck.check(ctx.recipe, base, ctx.ws, states, opts, logs=ctx.logs)
     bad = [i for i in items if not i.ok]
     for i in items:
         err = f"  {i.error}" if i.error else (f"  (not compiled: {i.cleared})" if i.cleared else "")
         mark = "left" if i.cleared else "ok  " if i.ok else "FAIL"
         print(f"  {mark} {i.variant:<12} sm_{i.arch:<4} {i.source}{err}")
-    left = sum(1 for i in items if i.cleared)
-    items = [i for i in items if not i.cleared]
+    left = len(items) - len(unitcheck.compiled(items))
+    items = unitcheck.compiled(items)
     if bad:
         b = bad[0]
-        raise BuildError(
-            f"compile check: {len(bad)}/{len(items)} translation units failed; "
-            f"first: {b.source} ({b.variant}, arch {b.arch}): {b.error}"
+        print(
+            f"patchkit: compile check: {len(bad)}/{len(items)} translation units failed; "
+            f"first: {b.source} ({b.variant}, arch {b.arch}): {b.error}",
+            file=sys.stderr,
         )
+        return 1
+    if not items:
+        print(f"patchkit: compile check: compiled nothing ({left} units left out)", file=sys.stderr)
+        return 1
     print(f"compile check: {len(items)}/{len(items)} translation units compiled", end="")
-    print(f", {left} left out: the changed rows are not read there ([[affects]] units)" if left else "")
+    print(f", {left} left out (not compiled: see above)" if left else "")
     return 0
 
 

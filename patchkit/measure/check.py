@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from patchkit import build as build_mod
+from patchkit import unitcheck
 from patchkit.measure import resources
 from patchkit.measure.tool import Built
 from patchkit.options import RunOptions
@@ -25,13 +26,23 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
         return Step(name=name, status=Status.NOT_RUN, reason="--changed: no variant changed")
     tc_args = build_mod.toolchain(one).cmake_args  # ptxas's resource report: registers/smem per kernel
     one = dataclasses.replace(one, cmake_options=resources.ptxas_cmake_options(tc_args, one.cmake_options))
-    items = build_mod.check(built.ctx.recipe, built.base, built.ctx.ws, states, one, logs=b.raw)
+    items = unitcheck.check(built.ctx.recipe, built.base, built.ctx.ws, states, one, logs=b.raw)
     bad = [i for i in items if not i.ok]
+    tried = unitcheck.compiled(items)
+    left = len(items) - len(tried)
+    if unitcheck.interrupted(items):
+        status, reason = Status.ERROR, f"Ninja stopped before it finished: {next(i.error for i in bad)}"
+    elif bad:
+        status, reason = Status.FAIL, f"{len(bad)} of {len(tried)} translation units failed"
+    elif not tried:  # a check that compiled nothing proves nothing
+        status, reason = Status.NOT_RUN, f"compiled nothing: no unit of this configuration is touched ({left} left out)"
+    else:
+        status, reason = Status.OK, ""
     logs = sorted(b.raw.glob(f"check-*{arch}*.log"))
     return Step(
         name=name,
-        status=Status.FAIL if bad else Status.OK,
-        reason=f"{len(bad)} of {len(items)} translation units failed" if bad else "",
+        status=status,
+        reason=reason,
         logs=sorted({b.rel(p) for p in logs}),
         data={"items": [i.to_dict() for i in items], **resources.from_logs(logs, rel=b.rel)},
     )

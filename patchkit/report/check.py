@@ -42,8 +42,25 @@ def counts(c: CheckConfig) -> list[str]:
         per = {v: sum(1 for it in items if it.variant == v) for v in dict.fromkeys(it.variant for it in items)}
         ok = sum(1 for it in items if it.ok)
         split = ", ".join(f"{code(v)} {n}" for v, n in per.items())
-        more = f"; {len(left)} including a changed file left out: the changed rows are not read there" if left else ""
+        more = "".join(f"; {n} {why}" for why, n in _left_reasons(left).items())
+        if not items:  # the step is not run, never ok
+            out.append(f"arch {arch} (`{c.config}`): compiled nothing ({more.removeprefix('; ')})")
+            continue
         out.append(f"arch {arch} (`{c.config}`): {ok} of {len(items)} sources compiled ({split}{more})")
+    return out
+
+
+def _left_reasons(left: list) -> dict[str, int]:
+    """Units left out, counted by why: the configuration does not build them, or ([[affects]] units) the
+    changed rows are not read there."""
+    out: dict[str, int] = {}
+    for it in left:
+        why = (
+            "left out: " + it.cleared
+            if it.cleared.startswith("not built by this configuration")
+            else "including a changed file left out: the changed rows are not read there"
+        )
+        out[why] = out.get(why, 0) + 1
     return out
 
 

@@ -1,0 +1,179 @@
+"""The compile check for machines without a GPU: configure (again where the file list changed), then
+compile only the translation units the series touches, per architecture, and report each with its
+first error.
+
+It follows the configured build: the units are those of the tree's own layout (llama.cpp's
+`ggml/src/...`, ggml's `src/...`) that Ninja's targets of the configured build compile; a touched
+unit the configuration does not build is "left out" with that reason, never failed. Ninja's exit
+status is evidence: a unit Ninja did not finish (it was killed, timed out, or stopped on a failure
+outside the units) is not ok, and a failure outside the units is an item of its own.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from patchkit import proc, units
+from patchkit.build import (
+    BuildOptions,
+    Toolchain,
+    configure,
+    include_graph,
+    includers,
+    move_tree,
+    object_targets,
+    run_ninja,
+    source_root,
+    toolchain,
+)
+from patchkit.parsers.compiler import failed_objects
+from patchkit.recipe import Recipe
+from patchkit.series import VariantState
+from patchkit.source import BaseInfo, open_cache_repo, show
+from patchkit.workspace import Workspace
+
+NOT_CONFIGURED = "not built by this configuration (no Ninja target for it)"
+UNFINISHED = "not compiled: Ninja"  # the error of a unit Ninja did not finish (killed, timed out, stopped)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckItem:
+    variant: str
+    arch: str
+    source: str
+    ok: bool
+    error: str = ""
+    cleared: str = ""  # not compiled: why (the change does not reach it, or the configuration does not build it)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _cleared(
+    recipe: Recipe, ws: Workspace, tree: Path, old: str, new: str, changed: list[str], graph: dict[str, set[str]]
+) -> dict[str, str]:
+    """The units (path -> why) a variant's change against base does not reach, by the [[affects]] units rules."""
+    if not any(a.units and a.file in changed for a in recipe.affects):
+        return {}
+
+    def text(which: str, f: str) -> str | None:
+        return show(ws, old if which == "old" else new, f)
+
+    by_file = {f: set(includers(tree, [f], graph=graph)) for f in changed}
+    return units.clear(recipe, changed, text, by_file).units
+
+
+def unfinished(bdir: Path, objs: list[str], env: dict[str, str]) -> set[str]:
+    """The objects among `objs` that Ninja would still build (`ninja -n -v`: its dry run prints the
+    command of every edge out of date, and a compile command names its object after -o)."""
+    if not objs:
+        return set()
+    dry = proc.run(["ninja", "-C", str(bdir), "-n", "-v", "-k", "0", *objs], echo=False, env=env, check=False)
+    return {o for o in objs if re.search(rf"\s-o\s+{re.escape(o)}(?:\s|$)", dry.stdout, re.M)}
+
+
+def compile_units(
+    bdir: Path, objs: dict[str, str], opts: BuildOptions, tc: Toolchain, log: Path, desc: str, tree: Path
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Compile the objects of `objs` (source -> object) with `ninja -k 0`: (source -> its error, '' when
+    compiled; failed edges outside the units -> their error). A unit is compiled only where Ninja says
+    so: it exited 0, or it exited 1 (failures, all of them named) and the unit is up to date."""
+    done = run_ninja(bdir, list(objs.values()), opts, tc, log, desc, keep_going=True)
+    failed = failed_objects(done.stdout, str(tree))
+    errs = {
+        src: next((e for o, e in failed.items() if o.endswith(obj) or obj.endswith(o)), "") for src, obj in objs.items()
+    }
+    mine = {o for o in failed if any(o.endswith(obj) or obj.endswith(o) for obj in objs.values())}
+    outside = {o: e for o, e in failed.items() if o not in mine}
+    if done.returncode == 0:
+        return errs, outside
+    rc = done.returncode
+    how = "timed out" if rc is None else f"was killed (signal {-rc})" if rc < 0 else f"exited with {rc}"
+    if rc != 1 and not failed:
+        outside[f"ninja {desc}"] = f"{UNFINISHED} {how} (log: {log})"
+    left = unfinished(bdir, [o for s, o in objs.items() if not errs[s]], tc.env)
+    for src, obj in objs.items():
+        if obj in left:
+            errs[src] = f"{UNFINISHED} {how} before it finished this unit (log: {log})"
+    return errs, outside
+
+
+def _units(tree: Path, changed: list[str], backend: str) -> tuple[list[str], dict[str, set[str]]]:
+    """The translation units of the tree's own layout that are, or include, a changed file (for CUDA:
+    those of ggml-cuda), and the include graph they were found with."""
+    root = source_root(tree)
+    graph = include_graph(tree, (root,))
+    sources = includers(tree, changed, (root,), graph=graph)
+    if backend == "cuda":
+        sources = [s for s in sources if s.startswith(f"{root}/ggml-cuda/")]
+    return sources, graph
+
+
+def _check_one(
+    recipe: Recipe,
+    base: BaseInfo,
+    ws: Workspace,
+    state: VariantState,
+    one: BuildOptions,
+    changed: list[str],
+    logs: Path,
+) -> list[CheckItem]:
+    """One variant's compile check for one configuration (one arch)."""
+    arch = one.archs[0] if one.archs else "cpu"
+    tc = toolchain(one)
+    root = ws.builds(recipe.name, f"check-{one.config}")
+    tree = move_tree(ws, recipe, root, base, state.head)
+    bdir = root / "build"
+    configure(tree, bdir, one, tc, logs / f"check-configure-{one.config}.log")
+    sources, graph = _units(tree, changed, one.backend)
+    items: list[CheckItem] = []
+    cleared = {} if one.full_rebuild else _cleared(recipe, ws, tree, base.commit, state.head, changed, graph)
+    if cleared:
+        sources = [s for s in sources if s not in cleared]
+        print(f"check {state.name} arch {arch}: {len(cleared)} units left out: the changed rows are not read there")
+        items += [CheckItem(variant=state.name, arch=arch, source=s, ok=True, cleared=w) for s, w in cleared.items()]
+    objs = object_targets(bdir, sources, tc.env)
+    left = [s for s in sources if s not in objs]
+    if left:
+        print(f"check {state.name} arch {arch}: {len(left)} units left out: {NOT_CONFIGURED}")
+    items += [CheckItem(variant=state.name, arch=arch, source=s, ok=True, cleared=NOT_CONFIGURED) for s in left]
+    if not objs:  # never run Ninja without targets: that builds everything
+        print(f"check {state.name} arch {arch}: compiled nothing: no unit of this configuration is touched")
+        return items
+    log = logs / f"check-{one.config}-{state.name}.log"
+    errs, outside = compile_units(bdir, objs, one, tc, log, f"check {state.name} sm_{arch}", tree)
+    items += [CheckItem(variant=state.name, arch=arch, source=s, ok=not e, error=e) for s, e in errs.items()]
+    items += [CheckItem(variant=state.name, arch=arch, source=o, ok=False, error=e) for o, e in outside.items()]
+    n_ok = sum(1 for e in errs.values() if not e)
+    print(f"check {state.name} arch {arch}: {n_ok}/{len(objs)} compiled")
+    return items
+
+
+def check(
+    recipe: Recipe, base: BaseInfo, ws: Workspace, states: list[VariantState], opts: BuildOptions, *, logs: Path
+) -> list[CheckItem]:
+    """Compile only the TUs the series touches, for each arch and each patched variant."""
+    items: list[CheckItem] = []
+    patched = [s for s in states if s.name != "base"] or states
+    repo = open_cache_repo(ws)
+    # each variant compiles the translation units its own patches touch (local test-only patches too)
+    changed_by = {s.name: repo.git.diff("--no-renames", "--name-only", base.commit, s.head).split() for s in patched}
+    for arch in opts.archs or ("cpu",):
+        one = BuildOptions(**{**asdict(opts), "archs": (arch,) if opts.backend == "cuda" else ()})
+        with ws.lock(ws.builds(recipe.name, f"check-{one.config}")):
+            for state in patched:
+                items += _check_one(recipe, base, ws, state, one, changed_by[state.name], logs)
+    return items
+
+
+def compiled(items: list[CheckItem]) -> list[CheckItem]:
+    """The items of units the check compiled (or tried to): not left out."""
+    return [i for i in items if not i.cleared]
+
+
+def interrupted(items: list[CheckItem]) -> bool:
+    """Whether Ninja stopped before it finished a unit: the check proves nothing of those, and a resume
+    must redo it (the step is an ERROR, not a finished failure)."""
+    return any(i.error.startswith(UNFINISHED) for i in items)
