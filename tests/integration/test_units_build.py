@@ -124,9 +124,7 @@ def test_nothing_is_prepared_when_the_last_build_did_not_finish_at_the_head(proj
     assert _run(bdir) == "10 21 30 61"
 
 
-def test_a_row_comment_ending_in_a_backslash_clears_nothing_and_the_program_is_the_clean_one(
-    project, tmp_path, capsys
-):
+def test_a_row_comment_ending_in_a_backslash_clears_nothing_and_the_program_is_the_clean_one(project, tmp_path, capsys):
     # issue 29: the comment splices the next row (3) into it: the text shows row 2 changed, the compiler
     # reads row 3 gone too (was: u_1.c and u_3.c cleared, the stale u_3.c.o linked: "10 21 30 61")
     tree, bdir, a, _ = project
