@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -159,3 +160,30 @@ def test_object_source_and_deps_by_object(tmp_path):
     )
     deps = compiled.deps_by_object(text, bdir, tree)
     assert deps[obj] == {INST.format(2, 4), HEADER} and deps["other.o"] == {"x.h"}
+
+
+def test_generated_inputs_and_their_digest_set_the_commit_aside(tmp_path):
+    # issue 29: files CMake writes into the build folder are compiled inputs; their commit strings are not
+    tree, bdir = tmp_path / "tree", tmp_path / "build"
+    (bdir / "ggml/src").mkdir(parents=True)
+    tree.mkdir()
+    text = (
+        "o.o: #deps 3, deps mtime 1 (VALID)\n"
+        f"    {tree}/a.c\n    {bdir}/ggml/src/ggml-version.h\n    common/build-info.cpp\n    /usr/include/x.h\n"
+    )
+    assert compiled.generated_inputs(text, bdir, tree) == {"ggml/src/ggml-version.h", "common/build-info.cpp"}
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tree)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    heads = []
+    for n in (1, 2):
+        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", str(n)], check=True)
+        heads.append(subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout)
+    gen = bdir / "ggml/src/ggml-version.h"
+    gen.write_text(f'#define GGML_COMMIT "{heads[1][:7]}"\nint LLAMA_BUILD_NUMBER = 2;\n')
+    now = compiled.generated_digest(gen, tree)
+    subprocess.run([*git, "checkout", "-q", "--detach", heads[0].strip()], check=True)
+    gen.write_text(f'#define GGML_COMMIT "{heads[0][:9]}"\nint LLAMA_BUILD_NUMBER = 1;\n')
+    assert compiled.generated_digest(gen, tree) == now
+    gen.write_text(f'#define GGML_COMMIT "{heads[0][:9]}"\nint LLAMA_BUILD_NUMBER = 1;\n#define X 1\n')
+    assert compiled.generated_digest(gen, tree) != now
+    assert compiled.generated_digest(bdir / "gone.h", tree) == ""
