@@ -5,10 +5,22 @@ dependency log: every source and header of every object) and no CMake file compi
 objects as base; only its build-info string and links differ. Measuring it would measure base
 again, so the pipeline does not, and says why (the seed's patches touch only CUDA sources, so on
 the CPU backend nothing of theirs is compiled). Nothing is ever copied from base to such a variant.
+
+Files that CMake writes into the build folder at configure time (`configure_file()`: ggml-version.h,
+build-info.cpp) are compiled too, yet their sources are templates in the tree that no object depends on
+(issue 29: a changed ggml-version.h.in was "no compiled change"). So the premise is proven twice:
+
+* no changed file is one CMake reads when it configures (the regeneration rule of build.ninja lists every
+  CMake file and template: `ninja -t query build.ninja`);
+* every generated file an object was compiled from has, after the variant's build, the content it had
+  after base's, once the tree's commit (GGML_COMMIT, LLAMA_COMMIT) and build number are set aside: these
+  differ for every variant by design (the build-info string). A generated file gone or unreadable, or a
+  deps log or regeneration rule that cannot be read, means: a compiled change.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from pathlib import Path
@@ -18,18 +30,84 @@ from patchkit import proc, vcs
 CMAKE_FILES = ("CMakeLists.txt", ".cmake")
 
 
+class Inputs(set):
+    """The files (relative to the tree) the objects were compiled from, and CMake's configure inputs under
+    the tree (templates, CMake files); `generated`: each compiled file under the build folder (relative
+    to it) -> its digest after base's build (`generated_digest`)."""
+
+    def __init__(self, files: set[str], *, bdir: Path, tree: Path, generated: dict[str, str]) -> None:
+        super().__init__(files)
+        self.bdir, self.tree, self.generated = bdir, tree, generated
+
+
 def compiled_inputs(bdir: Path, tree: Path, targets: tuple[str, ...], env: dict[str, str] | None = None) -> set[str]:
     """Every file (relative to the source tree) that an object of `targets` in the build in `bdir` was
-    compiled from, as Ninja's deps log records it (`ninja -t deps`); empty when that is not known for
-    every object (then nothing can be concluded)."""
-    deps = ninja_deps(bdir, tree, env)
+    compiled from, as Ninja's deps log records it (`ninja -t deps`), and every file of the tree CMake
+    reads when it configures (an `Inputs`); empty when that is not known for every object (then nothing
+    can be concluded)."""
+    out = proc.run(["ninja", "-C", str(bdir), "-t", "deps"], echo=False, env=env, check=False)
     inputs = proc.run(["ninja", "-C", str(bdir), "-t", "inputs", *targets], echo=False, env=env, check=False)
-    if not inputs.ok:
+    if not inputs.ok or not out.ok:
         return set()  # a Ninja without `-t inputs` (before 1.11)
+    deps = deps_by_object(out.stdout, bdir, tree)
     objects = {ln.strip() for ln in inputs.stdout.splitlines() if ln.strip().endswith((".o", ".obj"))}
     if not objects or not objects <= set(deps):
         return set()  # an object without recorded dependencies: nothing can be concluded
-    return set().union(*deps.values())
+    configure = configure_inputs(bdir, tree, env)
+    if configure is None:
+        return set()
+    made = generated_inputs(out.stdout, bdir, tree)
+    digests = {f: generated_digest(bdir / f, tree) for f in sorted(made)}
+    if not all(digests.values()):
+        return set()
+    return Inputs(set().union(*deps.values()) | configure, bdir=bdir, tree=tree, generated=digests)
+
+
+def configure_inputs(bdir: Path, tree: Path, env: dict[str, str] | None = None) -> set[str] | None:
+    """The tree's files CMake reads when it configures (build.ninja's regeneration rule: CMake files and
+    configure_file() templates), relative to the tree; None when the rule cannot be read."""
+    out = proc.run(["ninja", "-C", str(bdir), "-t", "query", "build.ninja"], echo=False, env=env, check=False)
+    if not out.ok or "input:" not in out.stdout:
+        return None
+    root = os.path.realpath(tree)
+    files = set()
+    for line in out.stdout.split("outputs:")[0].splitlines():
+        p = line.strip().lstrip("|").strip()
+        full = os.path.realpath(p if os.path.isabs(p) else os.path.join(bdir, p))
+        if p and full.startswith(root + os.sep):
+            files.add(os.path.relpath(full, root))
+    return files
+
+
+def generated_inputs(deps_text: str, bdir: Path, tree: Path) -> set[str]:
+    """The dependencies (`ninja -t deps` output) that lie in the build folder and not in the tree:
+    what CMake or a custom command wrote there, relative to the build folder."""
+    broot, troot = os.path.realpath(bdir), os.path.realpath(tree)
+    out = set()
+    for line in deps_text.splitlines():
+        if not line.startswith(" ") or not (p := line.strip()):
+            continue
+        full = os.path.realpath(p if os.path.isabs(p) else os.path.join(bdir, p))
+        if full.startswith(broot + os.sep) and not full.startswith(troot + os.sep):
+            out.add(os.path.relpath(full, broot))
+    return out
+
+
+_HEX = re.compile(r"\b[0-9a-f]{7,40}\b")
+_BUILD_NUMBER = re.compile(r"(LLAMA_BUILD_NUMBER\s*=\s*)\d+")
+
+
+def generated_digest(path: Path, tree: Path) -> str:
+    """sha256 of a generated file with the tree's commit (any abbreviation of its HEAD) and the build
+    number set aside; '' when the file cannot be read."""
+    try:
+        text = path.read_bytes().decode("utf-8", "surrogateescape")
+    except OSError:
+        return ""
+    head = vcs.git(tree, "rev-parse", "HEAD").text.strip()
+    text = _HEX.sub(lambda m: "<commit>" if head.startswith(m.group()) else m.group(), text)
+    text = _BUILD_NUMBER.sub(r"\1<number>", text)
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def ninja_deps(bdir: Path, tree: Path, env: dict[str, str] | None = None) -> dict[str, set[str]]:
@@ -66,6 +144,11 @@ def object_source(obj: str) -> str | None:
     return os.path.normpath(os.path.join(m.group(1) or "", m.group(2))) if m else None
 
 
+def generated_changed(inputs: Inputs) -> list[str]:
+    """The generated compiled files whose content now (after a variant's build) is not base's."""
+    return [f for f, d in inputs.generated.items() if generated_digest(inputs.bdir / f, inputs.tree) != d]
+
+
 def changed_files(repo_dir: Path, old: str, new: str) -> list[str]:
     """Files that differ between two commits (a renamed file under both its names)."""
     return vcs.git(repo_dir, "diff", "--no-renames", "--name-only", old, new, check=True).text.split()
@@ -81,11 +164,15 @@ def added_or_removed(repo_dir: Path, old: str, new: str) -> list[str]:
 
 def same_code_reason(changed: list[str], inputs: set[str], config: str, layout: list[str] = ()) -> str:
     """Why a variant with these changed files compiles to base's code in this configuration, or ''
-    when it does not (a compiled file or a CMake file changed, files were added or removed (`layout`,
-    added_or_removed: base's deps log cannot say whether a GLOB compiles them), or nothing is known)."""
+    when it does not (a compiled file, a CMake file or a configure_file() template changed, a generated
+    compiled file's content differs from base's (`Inputs`: called after the variant's build), files were
+    added or removed (`layout`, added_or_removed: base's deps log cannot say whether a GLOB compiles
+    them), or nothing is known)."""
     if not changed or not inputs or layout:
         return ""
     if any(f in inputs or f.endswith(CMAKE_FILES) for f in changed):
+        return ""
+    if isinstance(inputs, Inputs) and generated_changed(inputs):
         return ""
     dirs = sorted({os.path.dirname(f) or "." for f in changed})
     only_cuda = all(f.startswith("ggml/src/ggml-cuda/") for f in changed)

@@ -142,7 +142,8 @@ class BuildLane:
                     self._same[r.variant] = why
                 self._cond.notify_all()
         prev = self.bundle.step(name)
-        if prev is None or prev.status != Status.OK:
+        keys = [v.get("key") for v in (prev.data.get("variants") or [])] if prev is not None else []
+        if prev is None or prev.status != Status.OK or keys != [r.key for r in results]:  # issue 29: other code
             self._record_build(name, results, started, t0)
         with self._cond:
             self._builds_done = True

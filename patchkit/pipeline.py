@@ -164,19 +164,46 @@ def wanted(recipe: Recipe, opts: RunOptions) -> list[tuple[steps.StepKind, str]]
 
 
 def _todo(bundle: Bundle, name: str, inputs: dict, opts: RunOptions) -> bool:
-    """Whether a step must run: not finished yet, or --redo. A finished step whose inputs differ from
-    this command's is refused (its result would be silently reused otherwise)."""
+    """Whether a step must run: not finished yet, or --redo, or finished with other code (the build keys
+    of the variants it measured differ from this command's, or were not recorded). A finished step whose
+    other inputs differ from this command's is refused (its result would be silently reused otherwise)."""
     s = bundle.step(name)
     if s is None or not s.done or opts.redo:
         return True
-    old = s.data.get("inputs")
-    if old is not None and old != _jsonable(inputs):
+    old, now = s.data.get("inputs"), _jsonable(inputs)
+    if old is not None and _rest(old) != _rest(now):
         raise ResultsError(
-            f"{bundle.path}: step {name} was done with {_diff(old, _jsonable(inputs))}; "
+            f"{bundle.path}: step {name} was done with {_diff(_rest(old), _rest(now))}; "
             "rerun with the same options, --redo, or a new run"
         )
+    if old is not None and KEYS in now and old.get(KEYS) != now[KEYS]:
+        change = _key_change(old.get(KEYS), now[KEYS])
+        print(f"[{name}] done earlier ({s.status.value}) with other code ({change}): run again")
+        return True
     print(f"[{name}] done earlier ({s.status.value}), skipped")
     return False
+
+
+KEYS = "build_keys"  # step inputs: variant -> build key of the code the step measured (patchkit.build.build_key)
+
+
+def build_keys(built: Built, opts: RunOptions) -> dict[str, str]:
+    """The build key of every variant of this run (what its binaries are built from), as the build lane
+    builds it; a resumed step measured with other keys measured other code."""
+    tc = build_mod.toolchain(opts.build)
+    return {st.name: build_mod.build_key(st, opts.build, tc) for st in built.states}
+
+
+def _rest(inputs: dict) -> dict:
+    return {k: v for k, v in inputs.items() if k != KEYS}
+
+
+def _key_change(old: object, now: dict[str, str]) -> str:
+    if not isinstance(old, dict):
+        return "its build keys were not recorded"
+    moved = [f"{v} {str(old.get(v) or 'none')[:12]} -> {k[:12]}" for v, k in now.items() if old.get(v) != k]
+    gone = [f"{v} no longer in the run" for v in old if v not in now]
+    return "build key of " + ", ".join(moved + gone)
 
 
 def _jsonable(d: dict) -> dict:
@@ -314,7 +341,7 @@ def run_scope(
 def _one(built: Built, opts: RunOptions, kind: steps.StepKind, name: str) -> list[Step]:
     """Run one step unless done earlier, timed and recorded with its start and resource: [the step],
     or [] when it was done earlier."""
-    inputs = kind.inputs(built, opts, name)
+    inputs = {**kind.inputs(built, opts, name), KEYS: build_keys(built, opts)}
     if not _todo(built.bundle, name, inputs, opts):
         return []
     proc.check_interrupt()  # a step not started when patchkit was interrupted is not recorded

@@ -9,8 +9,10 @@ before anything is built:
   reference of a comparison (kernel timing with its A/A copy, decode, numerics), all in this run;
 * a changed variant is measured; which cases, is derived from its git diff against the head of its last
   build: when every changed line of every changed file is a row of a recipe `[[affects]]` rule's macro,
-  only the cases matching the rule's `params` with the old and new rows' columns put in are run; any
-  other change (or no earlier build) can affect every case.
+  the compiler's view of the file (patchkit.rows: the real preprocessor's phases 1-3) reads the same
+  changed rows, and their cells are integer or true/false literals, only the cases matching the rule's
+  `params` with the old and new rows' columns put in are run; any other change (or no earlier build)
+  can affect every case, and the run says why in one line.
 
 The scope is worked out once and kept in the run folder (`meta.scope`), so a resumed run keeps it.
 """
@@ -21,12 +23,13 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from patchkit import build as build_mod
+from patchkit import rows as rows_mod
 from patchkit import source, vcs
 from patchkit.errors import RecipeError
 from patchkit.recipe import Affects, Recipe
 from patchkit.series import VariantState
 from patchkit.sweep import table as tbl
-from patchkit.units import changed_rows
+from patchkit.units import changed_rows  # noqa: F401  (the text's reading, kept for callers)
 from patchkit.workspace import Workspace, read_json
 
 
@@ -88,14 +91,17 @@ def affected(ws: Workspace, recipe: Recipe, old: str, new: str) -> tuple[list[st
     for f in files:
         rules = [(i, a) for i, a in enumerate(recipe.affects) if a.file == f]
         old_text, new_text = source.show(ws, old, f), source.show(ws, new, f)
-        hit = None
+        hit, why = None, "changed outside the rows of an [[affects]] rule"
         for i, rule in rules:
-            rows = changed_rows(old_text or "", new_text or "", rule.macro) if old_text and new_text else None
+            if not (old_text and new_text):
+                why = "new or removed (not a change of rows of an [[affects]] rule)"
+                break
+            rows, why = rows_mod.changed(old_text, new_text, rule.macro, ws.cache / "tmp")
             if rows is not None:
                 hit = (i, rule, rows)
                 break
         if hit is None:
-            return files, rows_all, None, f"{f}: changed outside the rows of an [[affects]] rule"
+            return files, rows_all, None, f"{f}: {why}"
         i, rule, rows = hit
         if not rows:
             return files, rows_all, None, f"{f}: only blank lines changed"

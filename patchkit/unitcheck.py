@@ -62,7 +62,9 @@ def _cleared(
         return show(ws, old if which == "old" else new, f)
 
     by_file = {f: set(includers(tree, [f], graph=graph)) for f in changed}
-    return units.clear(recipe, changed, text, by_file).units
+    cleared = units.clear(recipe, changed, text, by_file, ws.cache / "tmp")
+    cleared.say(f"check at {new[:12]}")
+    return cleared.units
 
 
 def unfinished(bdir: Path, objs: list[str], env: dict[str, str]) -> set[str]:

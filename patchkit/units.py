@@ -24,7 +24,6 @@ The rule is the recipe author's statement about the code, like `params`; `--full
 from __future__ import annotations
 
 import ast
-import difflib
 import operator
 import os
 import re
@@ -33,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchkit import compiled, vcs
+from patchkit import rows as rows_mod
 from patchkit.errors import RecipeError
 from patchkit.recipe import Affects, Recipe
 from patchkit.sweep import table as tbl
@@ -145,32 +145,10 @@ def check_columns(a: Affects, text: str, where: str) -> None:
 # Which units a change clears
 
 
-_ROW = re.compile(r"^\s*(?P<macro>\w+)\s*\((?P<args>[^()]*)\)\s*;?\s*(//.*)?$")
-
-
 def changed_rows(old: str, new: str, macro: str) -> list[dict[str, tbl.Value]] | None:
-    """The rows (column -> value; old and new versions) of `macro` that differ between two texts of a
-    file; None when any other line differs or the macro's #define is not in the new text."""
-    defined = tbl.macros(new)
-    if macro not in defined:
-        return None
-    columns = defined[macro].columns
-    a, b = old.splitlines(), new.splitlines()
-    rows: list[dict[str, tbl.Value]] = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
-        if tag == "equal":
-            continue
-        for text in a[i1:i2] + b[j1:j2]:
-            if not text.strip():
-                continue
-            m = _ROW.match(text)
-            if not m or m.group("macro") != macro:
-                return None
-            values = [tbl.parse_value(c) for c in m.group("args").split(",")]
-            if len(values) != len(columns):
-                return None
-            rows.append(dict(zip(columns, values)))
-    return rows
+    """The text's reading of the changed rows (patchkit.rows.text_rows); what decides is `rows.changed`,
+    which proves them from the compiler's view too."""
+    return rows_mod.text_rows(old, new, macro)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -180,9 +158,19 @@ class Cleared:
 
     units: dict[str, str] = field(default_factory=dict)
     covered: dict[str, list[str]] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)  # changed file of a rule -> why no unit is cleared
 
     def to_dict(self) -> dict:
-        return {"units": dict(self.units), "covered": {k: list(v) for k, v in self.covered.items()}}
+        return {
+            "units": dict(self.units),
+            "covered": {k: list(v) for k, v in self.covered.items()},
+            "notes": dict(self.notes),
+        }
+
+    def say(self, what: str) -> None:
+        """One line for each changed file of a rule whose change is not understood: every includer."""
+        for f, why in self.notes.items():
+            print(f"{what}: every unit including {f} is compiled ([[affects]] units not applied: {why})")
 
 
 def clear(
@@ -190,19 +178,28 @@ def clear(
     changed: list[str],
     text: Callable[[str, str], str | None],
     includers: dict[str, set[str]],
+    scratch: Path,
 ) -> Cleared:
     """Which units a change of the `changed` files (text(which, path): their 'old' and 'new' texts)
-    does not reach, by the rules with `units`; `includers[f]`: the units that include f."""
+    does not reach, by the rules with `units`; `includers[f]`: the units that include f; `scratch`: a
+    folder of the work folder for the preprocessor's input (patchkit.rows). A change the rows do not
+    prove (patchkit.rows.changed) clears nothing, and `notes` says why."""
     family: dict[str, str] = {}
     covered: dict[str, set[str]] = {}
+    notes: dict[str, str] = {}
     for f in changed:
         for i, rule in enumerate(recipe.affects):
             if rule.file != f or not rule.units:
                 continue
             old, new = text("old", f), text("new", f)
-            rows = changed_rows(old, new, rule.macro) if old is not None and new is not None else None
+            if old is None or new is None:
+                rows, why = None, "the file is new or removed"
+            else:
+                rows, why = rows_mod.changed(old, new, rule.macro, scratch)
             if not rows:
+                notes.setdefault(f, f"affects[{i}]: {why or 'no row changed'}")
                 continue
+            notes.pop(f, None)
             where = f"{recipe.path}: affects[{i}]"
             pattern = re.compile(rule.units)
             mine: dict[str, str] = {}
@@ -219,7 +216,7 @@ def clear(
     others = set().union(*(includers.get(g, set()) for g in changed if g not in covered))
     must = others.union(*covered.values())
     units = {u: why for u, why in family.items() if u not in must}
-    return Cleared(units=units, covered={f: sorted(v) for f, v in covered.items()})
+    return Cleared(units=units, covered={f: sorted(v) for f, v in covered.items()}, notes=notes)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -262,7 +259,10 @@ def prepare(recipe: Recipe, tree: Path, bdir: Path, new_head: str, env: dict[str
     objects = {src: obj for obj in deps if (src := compiled.object_source(obj))}
     includers = {f: {compiled.object_source(o) or o for o, ds in deps.items() if f in ds} for f in changed}
 
-    cleared = clear(recipe, changed, lambda which, f: vcs.show(tree, old if which == "old" else new_head, f), includers)
+    cleared = clear(
+        recipe, changed, lambda which, f: vcs.show(tree, old if which == "old" else new_head, f), includers, bdir
+    )
+    cleared.say(f"build at {new_head[:12]}")
     if not cleared.units:
         return None
     stats = {f: (tree / f).stat() for f in cleared.covered}

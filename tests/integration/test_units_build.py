@@ -122,3 +122,22 @@ def test_nothing_is_prepared_when_the_last_build_did_not_finish_at_the_head(proj
     _git(tree, "checkout", "-q", "--detach", b)
     assert _ninja(bdir) == ["other.c.o", "u_1.c.o", "u_2.c.o", "u_3.c.o"]
     assert _run(bdir) == "10 21 30 61"
+
+
+def test_a_row_comment_ending_in_a_backslash_clears_nothing_and_the_program_is_the_clean_one(project, tmp_path, capsys):
+    # issue 29: the comment splices the next row (3) into it: the text shows row 2 changed, the compiler
+    # reads row 3 gone too (was: u_1.c and u_3.c cleared, the stale u_3.c.o linked: "10 21 30 61")
+    tree, bdir, a, _ = project
+    _git(tree, "checkout", "-q", "--detach", a)
+    (tree / "cfg.h").write_text(CFG.replace("CFG_CASE(2, 20);", "CFG_CASE(2, 21); // tuned \\"))
+    _git(tree, "commit", "-qam", "c")
+    c = _git(tree, "rev-parse", "HEAD")
+    _git(tree, "checkout", "-q", "--detach", a)
+    recipe = dataclasses.replace(load_recipe(None), affects=(RULE,))
+    assert units.prepare(recipe, tree, bdir, c, None) is None
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1 and "every unit including cfg.h is compiled" in out[0] and "other changed rows" in out[0]
+    assert not [p for p in bdir.iterdir() if p.name.startswith(".patchkit-rows-")]
+    _git(tree, "checkout", "-q", "--detach", c)
+    assert _ninja(bdir) == ["other.c.o", "u_1.c.o", "u_2.c.o", "u_3.c.o"]
+    assert _run(bdir) == "10 21 0 31"

@@ -96,7 +96,7 @@ def test_the_rule_clears_a_unit_whose_code_the_row_does_not_reach(cpu_build, wor
     old = (tree / HEADER).read_text()
     new = old.replace(ROW, ROW.replace("128, 2, true", "128, 1, true"), 1)
     inc = {HEADER: {INST.format(u) for u in UNITS.values()}}
-    cleared = units.clear(recipe, [HEADER], lambda which, f: old if which == "old" else new, inc).units
+    cleared = units.clear(recipe, [HEADER], lambda which, f: old if which == "old" else new, inc, tmp_path).units
     assert set(cleared) == {INST.format(UNITS["cleared"])}
     assert ptx["before"]["cleared"] == ptx["after"]["cleared"]
     assert ptx["before"]["read"] != ptx["after"]["read"]

@@ -92,7 +92,14 @@ def repo(tmp_path):
     _git(src, "init", "-q")
     header = src / RULE.file
     commits = []
-    for text in (TEXT, _edit(TEXT, ROW, ROW.replace("128, 2, true", "128, 1, true")), TEXT + "\nint x;\n"):
+    texts = (
+        TEXT,
+        _edit(TEXT, ROW, ROW.replace("128, 2, true", "128, 1, true")),
+        TEXT + "\nint x;\n",
+        _edit(TEXT, ROW, ROW.replace(" 64, 128", " 32, 128") + " // tuned \\"),  # splices the next row in
+        _edit(TEXT, ROW, ROW.replace("256, 256,", "DKQ, DV,")),
+    )
+    for text in texts:
         header.write_bytes(text.encode("utf-8", "surrogateescape"))
         _git(src, "add", "-A")
         _git(src, "commit", "-q", "-m", "c")
@@ -103,7 +110,7 @@ def repo(tmp_path):
 
 
 def test_affected_in_a_real_repository(repo, tmp_path):
-    ws, (c0, c1, c2) = repo
+    ws, (c0, c1, c2, _, _) = repo
     recipe = parse_recipe(
         '[recipe]\nname = "x"\n[base]\nsource = "git"\n[base.git]\nurl = "u"\ncommit = "' + "a" * 40 + '"\n'
         f'[[affects]]\nfile = "{RULE.file}"\nmacro = "{MACRO}"\nparams = "{RULE.params}"\n',
@@ -115,3 +122,22 @@ def test_affected_in_a_real_repository(repo, tmp_path):
     files, rows, regex, why = scope.affected(ws, recipe, c0, c2)
     assert regex is None and "changed outside the rows" in why
     assert scope.affected(ws, recipe, c0, c0)[2] is None  # nothing changed: every case, to be safe
+
+
+def test_edits_the_compiler_reads_otherwise_or_with_names_for_cells_measure_every_case(repo, tmp_path):
+    # issue 29: a row comment ending in a backslash swallows the next row (the compiler reads a row gone
+    # that the text does not show: was "(?:hsk=256,hsv=256,)" from the text alone); names for cells (was:
+    # "(?:hsk=DKQ,hsv=DV,)", matching no case)
+    ws, (c0, _, _, c3, c4) = repo
+    recipe = parse_recipe(
+        '[recipe]\nname = "x"\n[base]\nsource = "git"\n[base.git]\nurl = "u"\ncommit = "' + "a" * 40 + '"\n'
+        f'[[affects]]\nfile = "{RULE.file}"\nmacro = "{MACRO}"\nparams = "{RULE.params}"\n',
+        tmp_path / "r.toml",
+    )
+    regex, why = scope.affected(ws, recipe, c0, c3)[2:]
+    assert regex is None and "the compiler reads other changed rows" in why
+    assert "compiler (256, 256, 8, 128, 2, 64," in why and "(256, 256, 16, 256, 1," in why
+    assert "\n" not in why
+    regex, why = scope.affected(ws, recipe, c0, c4)[2:]
+    assert regex is None and "DKQ = 'DKQ', not an integer" in why
+    assert not any((ws.cache / "tmp").iterdir())

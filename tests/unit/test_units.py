@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -43,35 +44,66 @@ def test_the_default_rule_names_the_real_instances_and_their_ncols():
         assert decl and {(int(a), int(b)) for a, b in decl} == {(int(m["ncols1"]), int(m["ncols2"]))}
 
 
-def test_an_8_column_row_edit_clears_the_17_instances_of_other_ncols():
+def test_an_8_column_row_edit_clears_the_17_instances_of_other_ncols(tmp_path):
     new = TEXT.replace(ROW8, ROW8.replace("128, 2, true", "128, 1, true"), 1)
-    c = units.clear(_recipe(), [HEADER], _texts(TEXT, new), INCLUDERS)
+    c = units.clear(_recipe(), [HEADER], _texts(TEXT, new), INCLUDERS, tmp_path)
     kept = {INST.format(a, b) for a, b in PAIRS if a * b == 8} | {"ggml/src/ggml-cuda/fattn.cu"}
     assert set(c.covered[HEADER]) == kept and len(kept) == 5
     assert set(c.units) == INCLUDERS[HEADER] - kept and len(c.units) == 17
     assert "ncols1 * ncols2 == ncols is false for the 2 changed rows" in next(iter(c.units.values()))
 
 
-def test_a_16_column_row_edit_recompiles_the_16_column_instances():
+def test_a_row_comment_ending_in_a_backslash_clears_nothing(tmp_path, capsys):
+    # issue 29: the comment splices the next row (the 16-column one) into it; the text shows one changed
+    # 8-column row, the compiler reads that row changed and the 16-column row gone (was: 17 units cleared,
+    # the 16-column instances among them)
+    new = TEXT.replace(ROW8, ROW8.replace("128, 2, true", "128, 1, true") + " // tuned \\", 1)
+    c = units.clear(_recipe(), [HEADER], _texts(TEXT, new), INCLUDERS, tmp_path)
+    assert c.units == {} and c.covered == {}
+    assert "other changed rows" in c.notes[HEADER] and "(256, 256, 16, 256, 1," in c.notes[HEADER]
+    c.say("check at abc")
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1 and out[0].startswith(f"check at abc: every unit including {HEADER} is compiled")
+    assert list(tmp_path.iterdir()) == []  # the preprocessor's input is gone
+
+
+def test_a_row_whose_cells_are_names_clears_nothing(tmp_path):
+    # issue 29: `ncols` (the lookup's parameter) as a cell matches every ncols at compile time, but `uses`
+    # was false for it (was: 17 cleared)
+    new = TEXT.replace(ROW8, ROW8.replace("256, 256,  8,", "256, 256, ncols,"), 1)
+    c = units.clear(_recipe(), [HEADER], _texts(TEXT, new), INCLUDERS, tmp_path)
+    assert c.units == {} and "ncols = 'ncols', not an integer" in c.notes[HEADER]
+
+
+def test_a_splice_outside_a_comment_that_keeps_the_rows_is_understood(tmp_path):
+    # a row written over two lines with a backslash is still one row to the compiler, but not to the
+    # text's reading: not understood, nothing cleared; a trailing comment without a backslash is fine
+    split = TEXT.replace(ROW8, ROW8.replace("128, 2, true", "128, 1, \\\n true"), 1)
+    assert units.clear(_recipe(), [HEADER], _texts(TEXT, split), INCLUDERS, tmp_path).units == {}
+    noted = TEXT.replace(ROW8, ROW8.replace("128, 2, true", "128, 1, true") + " // tuned", 1)
+    assert len(units.clear(_recipe(), [HEADER], _texts(TEXT, noted), INCLUDERS, tmp_path).units) == 17
+
+
+def test_a_16_column_row_edit_recompiles_the_16_column_instances(tmp_path):
     new = TEXT.replace(ROW16, ROW16.replace("256, 1,  64", "128, 2,  64"), 1)
-    c = units.clear(_recipe(), [HEADER], _texts(TEXT, new), INCLUDERS)
+    c = units.clear(_recipe(), [HEADER], _texts(TEXT, new), INCLUDERS, tmp_path)
     assert {u for u in c.covered[HEADER] if "instance" in u} == {INST.format(a, b) for a, b in PAIRS if a * b == 16}
 
 
-def test_nothing_is_cleared_for_an_edit_outside_rows_or_without_units():
+def test_nothing_is_cleared_for_an_edit_outside_rows_or_without_units(tmp_path):
     code = TEXT.replace(ROW8, ROW8 + "\n    int x = 0;", 1)
-    assert units.clear(_recipe(), [HEADER], _texts(TEXT, code), INCLUDERS).units == {}
+    assert units.clear(_recipe(), [HEADER], _texts(TEXT, code), INCLUDERS, tmp_path).units == {}
     new = TEXT.replace(ROW8, ROW8.replace("128, 2, true", "128, 1, true"), 1)
     plain = dataclasses.replace(RULE, units="", uses="")
-    assert units.clear(_recipe(plain), [HEADER], _texts(TEXT, new), INCLUDERS).units == {}
+    assert units.clear(_recipe(plain), [HEADER], _texts(TEXT, new), INCLUDERS, tmp_path).units == {}
 
 
-def test_a_unit_that_includes_another_changed_file_is_not_cleared():
+def test_a_unit_that_includes_another_changed_file_is_not_cleared(tmp_path):
     new = TEXT.replace(ROW8, ROW8.replace("128, 2, true", "128, 1, true"), 1)
     other = "ggml/src/ggml-cuda/fattn-common.cuh"
     one = INST.format(16, 1)
     inc = {**INCLUDERS, other: {one}}
-    c = units.clear(_recipe(), [HEADER, other], _texts(TEXT, new), inc)
+    c = units.clear(_recipe(), [HEADER, other], _texts(TEXT, new), inc, tmp_path)
     assert one not in c.units and len(c.units) == 16
 
 
@@ -128,3 +160,30 @@ def test_object_source_and_deps_by_object(tmp_path):
     )
     deps = compiled.deps_by_object(text, bdir, tree)
     assert deps[obj] == {INST.format(2, 4), HEADER} and deps["other.o"] == {"x.h"}
+
+
+def test_generated_inputs_and_their_digest_set_the_commit_aside(tmp_path):
+    # issue 29: files CMake writes into the build folder are compiled inputs; their commit strings are not
+    tree, bdir = tmp_path / "tree", tmp_path / "build"
+    (bdir / "ggml/src").mkdir(parents=True)
+    tree.mkdir()
+    text = (
+        "o.o: #deps 3, deps mtime 1 (VALID)\n"
+        f"    {tree}/a.c\n    {bdir}/ggml/src/ggml-version.h\n    common/build-info.cpp\n    /usr/include/x.h\n"
+    )
+    assert compiled.generated_inputs(text, bdir, tree) == {"ggml/src/ggml-version.h", "common/build-info.cpp"}
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tree)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    heads = []
+    for n in (1, 2):
+        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", str(n)], check=True)
+        heads.append(subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout)
+    gen = bdir / "ggml/src/ggml-version.h"
+    gen.write_text(f'#define GGML_COMMIT "{heads[1][:7]}"\nint LLAMA_BUILD_NUMBER = 2;\n')
+    now = compiled.generated_digest(gen, tree)
+    subprocess.run([*git, "checkout", "-q", "--detach", heads[0].strip()], check=True)
+    gen.write_text(f'#define GGML_COMMIT "{heads[0][:9]}"\nint LLAMA_BUILD_NUMBER = 1;\n')
+    assert compiled.generated_digest(gen, tree) == now
+    gen.write_text(f'#define GGML_COMMIT "{heads[0][:9]}"\nint LLAMA_BUILD_NUMBER = 1;\n#define X 1\n')
+    assert compiled.generated_digest(gen, tree) != now
+    assert compiled.generated_digest(bdir / "gone.h", tree) == ""
