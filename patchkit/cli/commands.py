@@ -24,7 +24,7 @@ from patchkit.cli.base import (
 )
 from patchkit.errors import BuildError, PatchkitError, ResultsError
 from patchkit.measure.decode import synth_model
-from patchkit.options import build_options, resolve_run
+from patchkit.options import build_options, defaults_line, resolve_run
 from patchkit.results import Bundle, latest_run
 from patchkit.workspace import refuse_own_state
 
@@ -209,6 +209,7 @@ def measure(args: argparse.Namespace, kinds: tuple[str, ...], *, label: str, not
     ctx = ctx_of(args)
     steps.check_names(tuple(getattr(args, "skip", None) or ()), "--skip")
     opts = resolve_run(ctx.recipe, vars(args), steps=kinds)
+    print(defaults_line(opts), flush=True)
     bundle = pipeline.run(ctx, opts, label=label)
     names = [n for n in bundle.data["steps"] if n.startswith("build:")]
     names += [name for _, name in pipeline.wanted(ctx.recipe, opts)]
