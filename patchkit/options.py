@@ -324,8 +324,10 @@ def resolve_run(
             n_gen=tuple(cli.get("n_gen") or d.n_gen),  # type: ignore[arg-type]
             ubatch=tuple(cli.get("ubatch") or d.ubatch),  # type: ignore[arg-type]
             repetitions=_int(cli.get("repetitions") or d.repetitions, "--repetitions", minimum=1),
-            rounds=_int(cli.get("decode_rounds") or d.rounds, "--decode-rounds", minimum=1),
-            max_rounds=_int(cli.get("decode_rounds") or d.max_rounds, "bench.decode.max-rounds", minimum=1),
+            rounds=_int(cli.get("decode_rounds") or prof.decode_rounds or d.rounds, "--decode-rounds", minimum=1),
+            max_rounds=_int(
+                cli.get("decode_rounds") or prof.decode_max_rounds or d.max_rounds, "bench.decode.max-rounds", minimum=1
+            ),
             max_noise=float(d.max_noise),
             max_seconds=_int(d.max_seconds, "bench.decode.max-seconds"),
             type_k=d.cache_type_k,

@@ -136,6 +136,8 @@ class Profile:
     depths: tuple[int, ...] = ()  # bench.decode depths
     numerics_depths: tuple[int, ...] = ()  # numerics depths
     model: dict[str, object] = field(default_factory=dict)  # [model] keys this backend overrides
+    decode_rounds: int = 0  # bench.decode rounds and max-rounds on this backend (0: [bench.decode]'s)
+    decode_max_rounds: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -190,7 +190,10 @@ def _decode_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ubatch", type=int_list, default=None, help="decode: micro-batch sizes (llama-bench -ub)")
     p.add_argument("--repetitions", type=positive_int, default=0, help="decode: llama-bench -r (default: recipe)")
     p.add_argument(
-        "--decode-rounds", type=positive_int, default=0, help="decode: interleaved llama-bench rounds (default 1)"
+        "--decode-rounds",
+        type=positive_int,
+        default=0,
+        help="decode: interleaved llama-bench rounds, least and most (default: recipe)",
     )
     p.add_argument("--model", default=None, help="decode/numerics: a GGUF model (default: the synthetic one)")
 
