@@ -161,6 +161,18 @@ def model_short(m: DecodeData) -> str:
     return " ".join(parts) or local_path(m.model_path or DASH)
 
 
+def _model_cell(x: DecodeRow, m: DecodeData) -> str:
+    """llama-bench's model type, with the synthetic model's size where llama.cpp prints '?B' (at this base the
+    llama arch's size class comes from the layer count alone, src/models/llama.cpp; no GGUF key sets it).
+    Runs before issue 27 show the cell as recorded."""
+    if not x.model_type:
+        return model_short(m)
+    n = m.model.get("n_params")
+    if m.noise_floor is not None and "?B" in str(x.model_type) and n:
+        return f"{x.model_type}, {n / 1e9:.2f}B params"
+    return str(x.model_type)
+
+
 def model_line(m: DecodeData) -> str:
     """The model in one line: its shape and file (name only), not a dump of its description."""
     d = m.model
@@ -201,7 +213,7 @@ def _rows(e: DecodeRun, m: DecodeData, order: list[str], base: str, kv: bool) ->
     out = []
     for _, by in tests_of(m, order):
         any_row = next(iter(by.values()))
-        lead = [e.gpu, any_row.model_type or model_short(m), str(any_row.n_ubatch or DASH), any_row.test]
+        lead = [e.gpu, _model_cell(any_row, m), str(any_row.n_ubatch or DASH), any_row.test]
         if kv:
             lead.append(f"{any_row.type_k}/{any_row.type_v}")
         others = [v for v in by if v != base]

@@ -256,6 +256,7 @@ class KernelData:
     noise_floor: Any
     cases: list[KernelCase]
     upstream_db: dict[str, Any] | None = field(default=None, metadata=OMITTED)  # file, labels: label -> variant
+    clocks: dict[str, Any] | None = None  # GPU clocks around each process (issue 27; absent in older runs)
 
 
 @dataclass(kw_only=True)

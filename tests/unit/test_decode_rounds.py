@@ -33,7 +33,7 @@ def _run(tmp_path: Path, timing: dict) -> tuple[Path, dict]:
         shutil.copy(run / "raw" / f"decode-r{r}-+0001.log", run / "raw" / f"decode-r{r}-base_aa2.log")
     step = b.step("bench:decode")
     step.logs = [*step.logs, "raw/decode-r1-base_aa2.log", "raw/decode-r2-base_aa2.log"]
-    step.data.update(timing=timing, model={"path": "(imported)", "n_layer": 2})
+    step.data.update(timing=timing, model={"path": "(imported)", "n_layer": 2, "n_params": 84943872})
     b.record(step)
     b.save()
     again = replay.reparse_step(Bundle.open(run), "bench:decode", ctx.recipe)
@@ -60,6 +60,7 @@ def test_the_floor_is_base_against_its_copy_and_every_verdict_is_judged_against_
     assert "Rounds: 2 to 2 interleaved rounds with an A/A copy of base (2 run)" in md
     tg = next(r for r in d["rows"] if r["variant"] == "base" and r["test"] == "tg4")
     assert f"tg4 {1e3 / tg['median']:.3f} ms, {1e6 / tg['median'] / 2:.1f} us a layer" in md
+    assert "| llama ?B all F32, 0.08B params |" in md  # llama.cpp's '?B' with the model's size
     assert "GPU clocks" not in md  # an import has no clock samples
 
 
