@@ -33,8 +33,16 @@ class Clocks:
     _have: bool | None = None
 
     def available(self) -> bool:
+        """Whether nvidia-smi is there; when it is not, a raw log says so (a replay reads the same note)."""
         if self._have is None:
-            self._have = self.bundle.replay or shutil.which("nvidia-smi") is not None
+            name = f"clocks-{self.step}-missing"
+            if self.bundle.replay:
+                self._have = not self.bundle.raw_log(name).is_file()
+            else:
+                self._have = shutil.which("nvidia-smi") is not None
+                if not self._have:  # writes '# not run: nvidia-smi not found' as the raw log
+                    _, _, log = run_logged(self.bundle, name, ["nvidia-smi", *nvidia_smi.CLOCK_ARGS], timeout=60)
+                    self.logs.append(self.bundle.rel(log))
             if not self._have:
                 self.note = NOT_RECORDED
                 print(f"{self.step}: {NOT_RECORDED}", flush=True)

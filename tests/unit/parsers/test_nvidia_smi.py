@@ -38,10 +38,16 @@ def test_a_throttled_sample_is_flagged_and_bad_lines_are_refused():
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has nvidia-smi")
 def test_without_nvidia_smi_nothing_is_recorded_and_that_is_said_once(tmp_path, capsys):
-    from patchkit.results import Bundle
+    from patchkit.results import Bundle, Status, Step
 
     b = Bundle.create(tmp_path / "runs", recipe="seed-fattn", run_id="r", meta={})
     c = clocks.Clocks(b, "decode")
     assert c.sample("r1-base-before") is None and c.sample("r1-base-after") is None
     assert capsys.readouterr().out.count(clocks.NOT_RECORDED) == 1
     assert clocks.summary(c.data()) == clocks.NOT_RECORDED + "."
+    # the raw log says so, and a replay of it gives the same note (and runs nothing)
+    assert c.logs == ["raw/clocks-decode-missing.log"] and "not run" in (b.path / c.logs[0]).read_text()
+    step = Step(name="bench:decode", status=Status.OK, logs=c.logs)
+    with b.replaying(step):
+        again = clocks.Clocks(b, "decode")
+        assert again.sample("r1-base-before") is None and again.data() == c.data()
