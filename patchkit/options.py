@@ -56,7 +56,9 @@ class Machine:
 def this_machine() -> Machine:
     from patchkit import env  # the CUDA driver through ctypes: [] where there is no driver or device
 
-    return Machine(cores=os.cpu_count() or 1, gpus=len(env.cuda_devices()))
+    # the CPUs this process may run on (a container's cpuset), not the host's count
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return Machine(cores=cores, gpus=len(env.cuda_devices()))
 
 
 def fast_defaults(backend: str, m: Machine) -> dict[str, tuple[int, str]]:
@@ -67,7 +69,7 @@ def fast_defaults(backend: str, m: Machine) -> dict[str, tuple[int, str]]:
     keeps ninja's -j and one test process without -j (its cases use the cores themselves)."""
     if m.cores <= 0:
         return {"jobs": (0, "ninja's default"), "test_procs": (1, "default"), "test_jobs": (0, "default")}
-    cores = f"{m.cores} cores (os.cpu_count)"
+    cores = f"{m.cores} cores"
     if backend != "cuda":
         cpu = "cpu backend: the cases use the cores"
         return {"jobs": (0, "ninja's default (cpu backend)"), "test_procs": (1, cpu), "test_jobs": (0, cpu)}

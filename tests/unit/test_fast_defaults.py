@@ -31,7 +31,7 @@ def test_the_h200_defaults_are_the_flags_the_examples_used():
     assert plain.test.variants == asked.test.variants == ("base", "+0001+0002")
     # what chose them: the machine for the defaults, the command line for the flags
     src = {o: why for o, _, why in plain.sources}
-    assert src["-j"] == src["--test-jobs"] == "16 cores (os.cpu_count)"
+    assert src["-j"] == src["--test-jobs"] == "16 cores"
     assert src["--test-procs"].startswith("1 CUDA device(s)")
     assert all(why == "command line" for _, _, why in asked.sources)
     assert plain.test.jobs_default and plain.test.default_variants
@@ -67,3 +67,11 @@ def test_tested_variants_base_and_the_series_end_prefixes_when_asked_or_changed(
     assert ch.test.variants == () and test_step.tested_variants(ch, states, changed=True) == set(states)
     _, asked = _resolve(["--arch", "90", "--test-variant", "+0001"], H200)
     assert test_step.tested_variants(asked, states, changed=False) == {"+0001"}
+
+
+def test_this_machine_counts_the_cpus_this_process_may_use():
+    import os
+
+    from patchkit.options import this_machine
+
+    assert this_machine().cores == len(os.sched_getaffinity(0)) >= 1
