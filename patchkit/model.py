@@ -42,9 +42,14 @@ from patchkit.errors import PatchkitError, RecipeError
 
 WEIGHT_STD = 0.02
 RMS_EPS = 1e-5
-WEIGHT_TYPES = ("f16", "f32", "q8_0")
+WEIGHT_TYPES = ("f16", "f32", "q8_0", "q4_0")
 SUPPORTED_ARCHS = ("llama",)
-Q8_0_BLOCK = 32
+Q8_0_BLOCK = 32  # elements per block of q8_0 and q4_0
+# q4_0 weights are written as random blocks (an f16 scale, 16 bytes of random 4-bit values), not
+# quantized normals: what decode measures is the bytes read per token, and random blocks cost no
+# quantization time (a 0.8 GB model in about a second). The scale makes the values' std WEIGHT_STD:
+# (q - 8) * d with q uniform on 0..15 has a std of 4.61 d.
+Q4_0_SCALE = WEIGHT_STD / 4.61
 MAX_VOCAB = 262144
 # rows generated at a time: bounds the float32 scratch; part of the file's definition (changing it
 # changes which random numbers land where), so it is a constant, not a knob.
@@ -119,15 +124,16 @@ def _validate(s: SyntheticModelSpec) -> None:
             f"must be in [{MIN_VOCAB}, {MAX_VOCAB}] to hold the synthetic tokenizer "
             f"(3 specials, 256 byte tokens, printable ASCII), got {s.n_vocab}",
         )
-    if s.weight_type == "q8_0":
+    if s.weight_type in ("q8_0", "q4_0"):
         # every weight matrix is quantized along its input dimension (a row of ggml's ne[0])
         for name, v in (("n_embd", s.n_embd), ("n_ff", s.n_ff)):
             if v % Q8_0_BLOCK:
-                _fail(name, f"must be a multiple of {Q8_0_BLOCK} for weight_type q8_0, got {v}")
+                _fail(name, f"must be a multiple of {Q8_0_BLOCK} for weight_type {s.weight_type}, got {v}")
         if (s.n_head * s.head_dim) % Q8_0_BLOCK:
             _fail(
                 "head_dim",
-                f"n_head*head_dim ({s.n_head * s.head_dim}) must be a multiple of {Q8_0_BLOCK} for weight_type q8_0",
+                f"n_head*head_dim ({s.n_head * s.head_dim}) must be a multiple of {Q8_0_BLOCK} "
+                f"for weight_type {s.weight_type}",
             )
 
 
@@ -285,7 +291,7 @@ def _ggml_type(gguf, spec: SyntheticModelSpec, t: _Tensor):
     Q = gguf.GGMLQuantizationType
     if t.is_norm or spec.weight_type == "f32":
         return Q.F32
-    return {"f16": Q.F16, "q8_0": Q.Q8_0}[spec.weight_type]
+    return {"f16": Q.F16, "q8_0": Q.Q8_0, "q4_0": Q.Q4_0}[spec.weight_type]
 
 
 def _nbytes(gguf, shape: tuple[int, ...], qtype) -> int:
@@ -300,6 +306,8 @@ def _make_tensor(gguf, rng: np.random.Generator, t: _Tensor, qtype) -> np.ndarra
     if t.is_norm:
         return np.ones(t.shape, dtype=np.float32)
     rows, cols = t.shape
+    if qtype == Q.Q4_0:
+        return _random_q4_0(rng, rows, cols)
     if qtype == Q.F32:
         out = np.empty((rows, cols), dtype=np.float32)
     elif qtype == Q.F16:
@@ -317,6 +325,15 @@ def _make_tensor(gguf, rng: np.random.Generator, t: _Tensor, qtype) -> np.ndarra
         else:
             out[r0:r1] = gguf.quants.quantize(chunk, qtype)
     return out
+
+
+def _random_q4_0(rng: np.random.Generator, rows: int, cols: int) -> np.ndarray:
+    """Random q4_0 blocks (see Q4_0_SCALE): per block of 32 an f16 scale, then 16 bytes of two 4-bit values."""
+    nb = cols // Q8_0_BLOCK
+    out = np.empty((rows, nb, 18), dtype=np.uint8)
+    out[:, :, :2] = np.frombuffer(np.float16(Q4_0_SCALE).tobytes(), dtype=np.uint8)
+    out[:, :, 2:] = rng.integers(0, 256, size=(rows, nb, 16), dtype=np.uint8)
+    return out.reshape(rows, nb * 18)
 
 
 def write_synthetic_gguf(
@@ -352,9 +369,10 @@ def write_synthetic_gguf(
                 "f32": gguf.LlamaFileType.ALL_F32,
                 "f16": gguf.LlamaFileType.MOSTLY_F16,
                 "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+                "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0,
             }[spec.weight_type]
         )
-        if spec.weight_type == "q8_0":
+        if spec.weight_type in ("q8_0", "q4_0"):
             w.add_quantization_version(gguf.GGML_QUANT_VERSION)
         w.add_context_length(spec.context_length)
         w.add_embedding_length(spec.n_embd)

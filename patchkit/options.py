@@ -41,6 +41,80 @@ def env_value(name: str, environ: Mapping[str, str] | None = None) -> str:
     return (environ if environ is not None else os.environ).get("PATCHKIT_" + name.upper().replace("-", "_"), "")
 
 
+# --- the fast defaults: what the machine at hand gives when the command line does not say
+# (each recorded with where it came from, as nox's _option_set records its defaults' sources)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Machine:
+    """What the fast defaults are computed from: this machine's cores and CUDA devices."""
+
+    cores: int
+    gpus: int
+
+
+def this_machine() -> Machine:
+    from patchkit import env  # the CUDA driver through ctypes: [] where there is no driver or device
+
+    # the CPUs this process may run on (a container's cpuset), not the host's count
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return Machine(cores=cores, gpus=len(env.cuda_devices()))
+
+
+def fast_defaults(backend: str, m: Machine) -> dict[str, tuple[int, str]]:
+    """option -> (value, where it came from): build -j and test-backend-ops processes and -j.
+
+    On a CUDA machine: -j and --test-jobs the cores, 2 test processes (measured on an H200: 2 took 46 s
+    where 1 took 85 s); on a 16-core H200 that is `-j 16 --test-procs 2 --test-jobs 16`. The CPU backend
+    keeps ninja's -j and one test process without -j (its cases use the cores themselves)."""
+    if m.cores <= 0:
+        return {"jobs": (0, "ninja's default"), "test_procs": (1, "default"), "test_jobs": (0, "default")}
+    cores = f"{m.cores} cores"
+    if backend != "cuda":
+        cpu = "cpu backend: the cases use the cores"
+        return {"jobs": (0, "ninja's default (cpu backend)"), "test_procs": (1, cpu), "test_jobs": (0, cpu)}
+    if not m.gpus:
+        return {"jobs": (m.cores, cores), "test_procs": (1, "no CUDA device"), "test_jobs": (0, "no CUDA device")}
+    two = min(2, m.cores)
+    return {
+        "jobs": (m.cores, cores),
+        "test_procs": (two, f"{m.gpus} CUDA device(s): 2 processes (an H200: 46 s where 1 took 85 s)"),
+        "test_jobs": (m.cores, cores),
+    }
+
+
+def _picked(cli: Mapping[str, object], key: str, environ: Mapping[str, str], default: tuple[object, str]):
+    """(value, where it came from): the command line, PATCHKIT_<KEY>, or the default and its reason."""
+    v = cli.get(key)
+    if v not in (None, "", [], (), 0):
+        return v, "command line"
+    e = env_value(key, environ)
+    if e:
+        return e, "PATCHKIT_" + key.upper()
+    return default
+
+
+def series_end(recipe: Recipe) -> str:
+    """The variant of the whole PR series ('+0001+0002'); 'base' when the series is empty."""
+    return "".join(f"+{p.key}" for p in recipe.pr_patches) or "base"
+
+
+def _test_variants(recipe: Recipe, cli: Mapping[str, object]) -> tuple[tuple[str, ...], bool, str]:
+    asked = tuple(cli.get("test_variant") or ())  # type: ignore[arg-type]
+    if asked:
+        return asked, False, "command line"
+    if cli.get("changed"):
+        return (), True, "--changed: the variants whose code changed"
+    end = series_end(recipe)
+    return tuple(dict.fromkeys(("base", end))), True, "base and the series' end (prefixes: --test-variant)"
+
+
+def defaults_line(opts: RunOptions) -> str:
+    """The options the fast defaults chose, in one line (printed at the start of a run)."""
+    parts = [f"{o} {v} ({why})" for o, v, why in opts.sources]
+    return "patchkit: options: " + "; ".join(parts)
+
+
 # --- the options of the measurement pipeline (`patchkit run`, `test`, `bench`, `numerics`)
 
 
@@ -50,7 +124,11 @@ class TestOptions:
     filter: str = ""  # extra test-backend-ops -p regex
     jobs: int = 0  # test-backend-ops -j (split over the processes)
     procs: int = 1  # test-backend-ops processes at once per variant, the cases split between them
-    variants: tuple[str, ...] = ()  # only these variants (default: all)
+    variants: tuple[str, ...] = ()  # only these variants (see `default_variants`)
+    # the fast defaults (`fast_defaults`): jobs not asked for are dropped where the tool lacks -j, and
+    # variants not asked for are base and the series' end (or, with --changed, the changed ones)
+    jobs_default: bool = False
+    default_variants: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,12 +154,15 @@ class DecodeOptions:
     n_gen: tuple[int, ...]  # llama-bench -n
     ubatch: tuple[int, ...]  # llama-bench -ub (empty: llama-bench's default)
     repetitions: int
-    rounds: int
+    rounds: int  # the least interleaved rounds (kernel timing's rule: more until settled or capped)
     type_k: str
     type_v: str
     threads: int
     extra_args: tuple[str, ...]
     model: str  # a GGUF path; '' = the synthetic model
+    max_rounds: int = 1  # a test stops after this many rounds even if not settled
+    max_noise: float = 0.0  # settled: relative stdev of every binary's t/s samples at most this
+    max_seconds: int = 0  # no new round past this many seconds of llama-bench (0: no cap)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,6 +194,7 @@ class RunOptions:
     kernel: KernelOptions
     decode: DecodeOptions
     numerics: NumericsOptions
+    sources: tuple[tuple[str, str, str], ...] = ()  # (option, value, where it came from) of the fast defaults
 
     @property
     def device(self) -> str:
@@ -141,16 +223,24 @@ def _int(v: object, what: str, *, minimum: int = 0) -> int:
     return n
 
 
-def build_options(recipe: Recipe, cli: Mapping[str, object], environ: Mapping[str, str] | None = None) -> BuildOptions:
+def build_options(
+    recipe: Recipe,
+    cli: Mapping[str, object],
+    environ: Mapping[str, str] | None = None,
+    machine: Machine | None = None,
+) -> BuildOptions:
+    """The build options; -j not given is `fast_defaults`' (a Machine of 0 cores: ninja's default)."""
     environ = os.environ if environ is None else environ
     archs = cli.get("arch") or ()
     if not archs and env_value("arch", environ):
         archs = (env_value("arch", environ),)
     extra = tuple(o if o.startswith("-") else f"-D{o}" for o in (cli.get("cmake_option") or ()))  # type: ignore[union-attr]
-    jobs = _int(_pick(cli, "jobs", environ, 0), "--jobs / PATCHKIT_JOBS")
+    backend = str(_pick(cli, "backend", environ, "")) or recipe.build.backend
+    fast = fast_defaults(backend, machine or Machine(cores=0, gpus=0))
+    jobs = _int(_pick(cli, "jobs", environ, fast["jobs"][0]), "--jobs / PATCHKIT_JOBS")
     return options_from(
         recipe,
-        backend=str(_pick(cli, "backend", environ, "")) or None,
+        backend=backend,
         archs=tuple(archs),  # type: ignore[arg-type]
         jobs=jobs,
         extra=extra,
@@ -159,11 +249,23 @@ def build_options(recipe: Recipe, cli: Mapping[str, object], environ: Mapping[st
 
 
 def resolve_run(
-    recipe: Recipe, cli: Mapping[str, object], *, steps: tuple[str, ...], environ: Mapping[str, str] | None = None
+    recipe: Recipe,
+    cli: Mapping[str, object],
+    *,
+    steps: tuple[str, ...],
+    environ: Mapping[str, str] | None = None,
+    machine: Machine | None = None,
 ) -> RunOptions:
-    """The options of one pipeline command, checked before anything is written."""
+    """The options of one pipeline command, checked before anything is written. `machine` (default: this
+    one) gives the fast defaults of what the command line and the environment leave open."""
     environ = os.environ if environ is None else environ
-    build = build_options(recipe, cli, environ)
+    machine = machine or this_machine()
+    build = build_options(recipe, cli, environ, machine)
+    fast = fast_defaults(build.backend, machine)
+    jobs_src = _picked(cli, "jobs", environ, fast["jobs"])[1]
+    test_jobs, tj_src = _picked(cli, "test_jobs", environ, fast["test_jobs"])
+    test_procs, tp_src = _picked(cli, "test_procs", environ, fast["test_procs"])
+    test_variants, default_variants, tv_src = _test_variants(recipe, cli)
     suites = tuple(cli.get("suites") or ()) or tuple(recipe.suites)  # type: ignore[arg-type]
     for s in suites:
         if s not in recipe.suites:
@@ -189,9 +291,11 @@ def resolve_run(
         test=TestOptions(
             suites=suites,
             filter=str(cli.get("filter") or prof.test_filter),
-            jobs=_int(_pick(cli, "test_jobs", environ, 0), "--test-jobs / PATCHKIT_TEST_JOBS"),
-            procs=_int(_pick(cli, "test_procs", environ, 1), "--test-procs / PATCHKIT_TEST_PROCS", minimum=1),
-            variants=tuple(cli.get("test_variant") or ()),  # type: ignore[arg-type]
+            jobs=_int(test_jobs, "--test-jobs / PATCHKIT_TEST_JOBS"),
+            procs=_int(test_procs, "--test-procs / PATCHKIT_TEST_PROCS", minimum=1),
+            variants=test_variants,
+            jobs_default=tj_src != "command line" and not tj_src.startswith("PATCHKIT_"),
+            default_variants=default_variants,
         ),
         kernel=KernelOptions(
             backend=k.backend or device,
@@ -222,7 +326,12 @@ def resolve_run(
             n_gen=tuple(cli.get("n_gen") or d.n_gen),  # type: ignore[arg-type]
             ubatch=tuple(cli.get("ubatch") or d.ubatch),  # type: ignore[arg-type]
             repetitions=_int(cli.get("repetitions") or d.repetitions, "--repetitions", minimum=1),
-            rounds=_int(cli.get("decode_rounds") or 1, "--decode-rounds", minimum=1),
+            rounds=_int(cli.get("decode_rounds") or prof.decode_rounds or d.rounds, "--decode-rounds", minimum=1),
+            max_rounds=_int(
+                cli.get("decode_rounds") or prof.decode_max_rounds or d.max_rounds, "bench.decode.max-rounds", minimum=1
+            ),
+            max_noise=float(d.max_noise),
+            max_seconds=_int(d.max_seconds, "bench.decode.max-seconds"),
             type_k=d.cache_type_k,
             type_v=d.cache_type_v,
             threads=d.threads,
@@ -235,6 +344,12 @@ def resolve_run(
             n_predict=n.n_predict,
             kl_ctx=n.kl_ctx,
             kl_chunks=n.kl_chunks,
+        ),
+        sources=(
+            ("-j", str(build.jobs or "ninja's"), jobs_src),
+            ("--test-procs", str(test_procs), tp_src),
+            ("--test-jobs", str(test_jobs or "none"), tj_src),
+            ("tested variants", ", ".join(test_variants) or "the changed ones", tv_src),
         ),
     )
 

@@ -111,6 +111,11 @@ class DecodeBench:
     model: str = ""  # a GGUF path; empty: the synthetic model
     threads: int = 0
     extra_args: tuple[str, ...] = ()
+    # interleaved rounds with an A/A copy of base, as bench.kernel (patchkit.measure.decode)
+    rounds: int = 1  # the least rounds
+    max_rounds: int = 1  # a test stops after this many rounds even if not settled
+    max_noise: float = 0.0  # settled: relative stdev of every binary's t/s samples at most this
+    max_seconds: int = 0  # no new round past this many seconds of llama-bench (0: no cap)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,6 +135,9 @@ class Profile:
     test_filter: str = ""  # test-backend-ops -p for the suites
     depths: tuple[int, ...] = ()  # bench.decode depths
     numerics_depths: tuple[int, ...] = ()  # numerics depths
+    model: dict[str, object] = field(default_factory=dict)  # [model] keys this backend overrides
+    decode_rounds: int = 0  # bench.decode rounds and max-rounds on this backend (0: [bench.decode]'s)
+    decode_max_rounds: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -25,7 +25,7 @@ from patchkit.cli.base import (
 )
 from patchkit.errors import PatchkitError, ResultsError
 from patchkit.measure.decode import synth_model
-from patchkit.options import build_options, describe, env_value, resolve_run
+from patchkit.options import build_options, defaults_line, describe, env_value, resolve_run
 from patchkit.results import Bundle, latest_run
 from patchkit.workspace import refuse_own_state
 
@@ -198,7 +198,10 @@ def _decode_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ubatch", type=int_list, default=None, help="decode: micro-batch sizes (llama-bench -ub)")
     p.add_argument("--repetitions", type=positive_int, default=0, help="decode: llama-bench -r (default: recipe)")
     p.add_argument(
-        "--decode-rounds", type=positive_int, default=0, help="decode: interleaved llama-bench rounds (default 1)"
+        "--decode-rounds",
+        type=positive_int,
+        default=0,
+        help="decode: interleaved llama-bench rounds, least and most (default: recipe)",
     )
     p.add_argument("--model", default=None, help="decode/numerics: a GGUF model (default: the synthetic one)")
 
@@ -217,6 +220,7 @@ def measure(args: argparse.Namespace, kinds: tuple[str, ...], *, label: str, not
     ctx = ctx_of(args)
     steps.check_names(tuple(getattr(args, "skip", None) or ()), "--skip")
     opts = resolve_run(ctx.recipe, vars(args), steps=kinds)
+    print(defaults_line(opts), flush=True)
     bundle = pipeline.run(ctx, opts, label=label)
     names = [n for n in bundle.data["steps"] if n.startswith("build:")]
     names += [name for _, name in pipeline.wanted(ctx.recipe, opts)]

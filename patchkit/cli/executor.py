@@ -9,7 +9,7 @@ import argparse
 
 from patchkit import executor, steps
 from patchkit.cli.base import ctx_of
-from patchkit.options import env_value, resolve_run
+from patchkit.options import defaults_line, env_value, resolve_run
 
 
 def add_executor(p: argparse.ArgumentParser) -> None:
@@ -59,4 +59,5 @@ def run(args: argparse.Namespace, kinds: tuple[str, ...], *, label: str, not_run
     ctx = ctx_of(args)
     steps.check_names(tuple(getattr(args, "skip", None) or ()), "--skip")
     opts = resolve_run(ctx.recipe, vars(args), steps=kinds)
+    print(defaults_line(opts), flush=True)
     return executor.run_targets(ctx, opts, exe, label=label, not_run_ok=not_run_ok)

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 
 from patchkit import parsers, stats, upstreamdb
 from patchkit.errors import ParseError, ResultsError
+from patchkit.measure.clocks import Clocks
 from patchkit.measure.tool import Bins, Built, missing_options, run_logged
 from patchkit.options import RunOptions
 from patchkit.progress import Progress
@@ -122,6 +123,10 @@ class _Rounds:
     logs: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     runs: list = field(default_factory=list)  # (label, records) of every tool run: the upstream database
+    clocks: Clocks | None = None  # GPU clocks around each process (patchkit.measure.clocks)
+
+    def __post_init__(self) -> None:
+        self.clocks = self.clocks or Clocks(self.bundle, "kernel")
 
     def perf(self, name: str, argv: list, what: str, label: str) -> list:
         """One test-backend-ops process: its supported records. Its seconds are read as its raw log
@@ -155,7 +160,10 @@ class _Rounds:
         for label, b in order:
             bar.update(1, f"round {r} {label}" + (f", {len(open_)} cases open" if r > 1 else ""))
             name = f"perf-r{r}-{label.replace('#', '_aa')}"
-            for rec in self.perf(name, self.argv_of(b, pattern), f"{label} round {r}", label):
+            before = self.clocks.sample(f"{name}-before")
+            recs = self.perf(name, self.argv_of(b, pattern), f"{label} round {r}", label)
+            self.clocks.around(r, label, before, self.clocks.sample(f"{name}-after"))
+            for rec in recs:
                 if r == 1:
                     self.cases.setdefault(rec.op_params, Case(params=rec.op_params))
                 c = self.cases.get(rec.op_params)
@@ -283,7 +291,7 @@ def run_kernel_bench(
         timeout=timeout,
     )
     rounds_run = rounds.run("" if test_file else params)
-    cases, logs, errors = rounds.cases, rounds.logs, rounds.errors
+    cases, logs, errors = rounds.cases, rounds.logs + rounds.clocks.logs, rounds.errors
     data = {
         "op": op,
         "params": params,
@@ -296,6 +304,8 @@ def run_kernel_bench(
         "process_seconds": round(rounds.seconds, 1),
         "confidence": stats.CONFIDENCE,
     }
+    if rounds.clocks.rounds or rounds.clocks.note:  # issue 27; runs before it have no clocks
+        data["clocks"] = rounds.clocks.data()
     if not cases:
         return Step(
             name="bench:kernel",

@@ -287,7 +287,7 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
     n = opts.numerics
     if (skip := built.nothing_to_compare(name)) is not None:
         return skip
-    path, _ = decode_model(built.ctx, opts.decode.model)
+    path, _ = decode_model(built.ctx, opts.decode.model, backend=built.backend)
     return run_numerics(
         built.bundle,
         built.measured,

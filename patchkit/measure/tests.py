@@ -37,6 +37,7 @@ def run_tests(
     shards: list[str] | None = None,
     timeout: float = 3600,
     cache: Path | None = None,
+    jobs_default: bool = False,
 ) -> Step:
     """test-backend-ops test mode on each variant, in `procs` processes at once (patchkit.measure.shards;
     `shards`: the split a recorded step used); a process whose (build key, arguments) ran before is
@@ -48,6 +49,9 @@ def run_tests(
     bins = iter(bins)
     first = next(bins, None)
     lack = missing_options(first, "test-backend-ops", _asked(jobs)) if first and not bundle.replay else ""
+    if lack and jobs_default:  # a default -j the tool at this base lacks: run without it
+        print(f"test: {lack.split(':')[0]}: the default --test-jobs {jobs} is left out")
+        jobs, lack = 0, ""
     if lack:
         return Step(name=f"test:{suite}", status=Status.ERROR, reason=lack, seconds=round(time.monotonic() - t0, 1))
     listed = None if bundle.replay or first is None else list_cases(first, backend, args)
@@ -251,7 +255,7 @@ def _entry(r: _Process, bundle: Bundle, backend: str) -> tuple[dict, dict[str, s
 def step(built: Built, opts: RunOptions, name: str) -> Step:
     """`test:<suite>`: the suite's test-backend-ops arguments from the recipe, plus the user's filter."""
     suite = name.split(":", 1)[1]
-    wanted = set(opts.test.variants) or {s.name for s in built.states}
+    wanted = tested_variants(opts, [s.name for s in built.states], built.scope is not None)
     sc = built.scope
     if sc is not None:  # --changed: the changed variants only (built in this run: waiting for them costs nothing)
         wanted = {v for v in wanted if sc.tests(v) and v not in built.same_code}
@@ -268,10 +272,23 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
         jobs=opts.test.jobs,
         procs=opts.test.procs,
         cache=built.ctx.ws.cache / "measure" if opts.reuse else None,
+        jobs_default=opts.test.jobs_default,
     )
     if built.same_code:
         step.data["same_code"] = dict(built.same_code)
     return step
+
+
+def tested_variants(opts: RunOptions, states: list[str], changed: bool) -> set[str]:
+    """The variants the suites run on: those asked for (--test-variant); by default base and the series'
+    end (the longest prefix of the series among this run's variants), or with --changed every variant
+    (the step keeps the changed ones)."""
+    if opts.test.variants and not opts.test.default_variants:
+        return set(opts.test.variants)
+    prefixes = [v for v in states if v.startswith("+")]
+    if changed or not prefixes:
+        return set(states)
+    return {v for v in states if v == "base"} | {max(prefixes, key=lambda v: v.count("+"))}
 
 
 def inputs(built: Built, opts: RunOptions, name: str) -> dict:

@@ -14,6 +14,7 @@ from typing import Any
 
 import patchkit.report.intervals as intervals
 from patchkit import upstreamdb
+from patchkit.measure import clocks
 from patchkit.report.evidence import Decode, DecodeData, DecodeRatio, DecodeRow, DecodeRun, Evidence
 from patchkit.report.fmt import (
     DASH,
@@ -26,6 +27,7 @@ from patchkit.report.fmt import (
     logs_line,
     not_run,
     num,
+    pct,
     plural,
     portable_args,
     prefix,
@@ -114,6 +116,12 @@ def _data(run: RunView, d: dict[str, Any]) -> DecodeData:
         rows=[x for x in rows if x.variant not in hidden],
         vs_base=[v for v in ratios if v.variant not in hidden],
         upstream_db=upstream_db(run, d),
+        noise_floor=d.get("noise_floor"),
+        aa=list(d.get("aa") or []),
+        aa_label=str(d.get("aa_label") or ""),
+        timing=d.get("timing"),
+        rounds_run=d.get("rounds_run"),
+        clocks=d.get("clocks"),
     )
 
 
@@ -151,6 +159,18 @@ def model_short(m: DecodeData) -> str:
     if d.get("weight_type"):
         parts.append(str(d["weight_type"]))
     return " ".join(parts) or local_path(m.model_path or DASH)
+
+
+def _model_cell(x: DecodeRow, m: DecodeData) -> str:
+    """llama-bench's model type, with the synthetic model's size where llama.cpp prints '?B' (at this base the
+    llama arch's size class comes from the layer count alone, src/models/llama.cpp; no GGUF key sets it).
+    Runs before issue 27 show the cell as recorded."""
+    if not x.model_type:
+        return model_short(m)
+    n = m.model.get("n_params")
+    if m.noise_floor is not None and "?B" in str(x.model_type) and n:
+        return f"{x.model_type}, {n / 1e9:.2f}B params"
+    return str(x.model_type)
 
 
 def model_line(m: DecodeData) -> str:
@@ -193,7 +213,7 @@ def _rows(e: DecodeRun, m: DecodeData, order: list[str], base: str, kv: bool) ->
     out = []
     for _, by in tests_of(m, order):
         any_row = next(iter(by.values()))
-        lead = [e.gpu, any_row.model_type or model_short(m), str(any_row.n_ubatch or DASH), any_row.test]
+        lead = [e.gpu, _model_cell(any_row, m), str(any_row.n_ubatch or DASH), any_row.test]
         if kv:
             lead.append(f"{any_row.type_k}/{any_row.type_v}")
         others = [v for v in by if v != base]
@@ -215,7 +235,8 @@ def _captions(have: list[tuple[DecodeRun, DecodeData]], base: str, kv: bool, mul
     ]
     if entries:
         out.append("Speedup intervals: " + intervals.caption(entries, [len(x.samples_ts) for x in rows]) + ".")
-        out.append("Verdicts: " + intervals.verdict_caption(entries, None, base=base) + ".")
+        floors = [m.noise_floor for _, m in have if m.noise_floor is not None]
+        out.append("Verdicts: " + intervals.verdict_caption(entries, max(floors) if floors else None, base=base) + ".")
     if not kv:
         kvs = sorted({f"{x.type_k}/{x.type_v}" for x in rows})
         out.append(f"K/V cache: {', '.join(kvs)} in every test.")
@@ -224,7 +245,17 @@ def _captions(have: list[tuple[DecodeRun, DecodeData]], base: str, kv: bool, mul
     for e, m in have:
         pre = prefix(multi, e.gpu)
         out.append(pre + "Model: " + model_line(m) + ".")
-        if m.args:
+        out += [pre + c for c in _aa_lines(m) + _per_token(m, base)]
+        if m.timing:
+            t = m.timing
+            out.append(
+                pre + f"Rounds: {t['min_rounds']} to {max(t['min_rounds'], t['max_rounds'])} interleaved rounds with "
+                f"an A/A copy of {base} ({m.rounds_run} run); a test settled at a relative noise of at most "
+                f"{pct(100 * float(t['max_noise']))} of every binary's t/s samples."
+            )
+        if m.args and m.timing:
+            out.append(pre + "llama-bench arguments: " + code(" ".join(portable_args(m.args))) + ".")
+        elif m.args:
             rounds = f"; {plural(int(m.rounds), 'interleaved round')}" if m.rounds else ""
             out.append(pre + "llama-bench arguments: " + code(" ".join(portable_args(m.args))) + rounds + ".")
         if e.status in ("fail", "error"):
@@ -232,11 +263,34 @@ def _captions(have: list[tuple[DecodeRun, DecodeData]], base: str, kv: bool, mul
     return out
 
 
+def _aa_lines(m: DecodeData) -> list[str]:
+    """The A/A floor and each test's A/A ratio (runs with an A/A copy of base only)."""
+    if m.noise_floor is None:
+        return []
+    each = ", ".join(f"{a['test']} {num(a['ratio'], 'ratio')}" for a in m.aa)
+    lab = code(m.aa_label or "base#2")
+    line = f"A/A noise floor {pct(100 * float(m.noise_floor))}: the largest |t/s({lab}) / t/s(base) - 1| ({each})"
+    return [line + "; a verdict is 'same' inside it.", *([c] if (c := clocks.summary(m.clocks)) else [])]
+
+
+def _per_token(m: DecodeData, base: str) -> list[str]:
+    """ms per token and us per layer of each tg test of base (new runs: the model's layer count known)."""
+    n_layer = m.model.get("n_layer") if m.noise_floor is not None else None
+    tg = [x for x in m.rows if x.variant == base and x.n_gen and not x.n_prompt and x.median]
+    if not n_layer or not tg:
+        return []
+    cells = [f"{x.test} {1e3 / x.median:.3f} ms, {1e6 / x.median / int(n_layer):.1f} us a layer" for x in tg]
+    head = f"Per token ({base}, {n_layer} layers; a layer's share includes the output head): "
+    return [head + "; ".join(cells) + "."]
+
+
 def _gist(have: list[tuple[DecodeRun, DecodeData]], order: list[str]) -> str:
     tests = list(dict.fromkeys(x.test for _, m in have for x in m.rows))
     variants = [v for v in order if any(x.variant == v for _, m in have for x in m.rows)]
     shown = ", ".join(tests[:6]) + (", ..." if len(tests) > 6 else "")
-    return f"llama-bench: {plural(len(tests), 'test')} ({shown}) x {plural(len(variants), 'variant')}"
+    s = f"llama-bench: {plural(len(tests), 'test')} ({shown}) x {plural(len(variants), 'variant')}"
+    floors = sorted({m.noise_floor for _, m in have if m.noise_floor is not None})
+    return s + (f"; A/A noise floor {', '.join(pct(100 * f) for f in floors)}" if floors else "")
 
 
 def markdown(ev: Evidence, multi: bool) -> list[Block]:

@@ -256,6 +256,7 @@ class KernelData:
     noise_floor: Any
     cases: list[KernelCase]
     upstream_db: dict[str, Any] | None = field(default=None, metadata=OMITTED)  # file, labels: label -> variant
+    clocks: dict[str, Any] | None = None  # GPU clocks around each process (issue 27; absent in older runs)
 
 
 @dataclass(kw_only=True)
@@ -351,6 +352,13 @@ class DecodeData:
     rows: list[DecodeRow]
     vs_base: list[DecodeRatio]
     upstream_db: dict[str, Any] | None = field(default=None, metadata=OMITTED)  # file, labels: label -> variant
+    # issue 27 (absent in older runs): interleaved rounds with an A/A copy of base, its floor, GPU clocks
+    noise_floor: Any = None
+    aa: list[dict[str, Any]] = field(default_factory=list)  # test, depth, ratio, ci_low, ci_high, median_ts
+    aa_label: str = ""
+    timing: dict[str, Any] | None = None
+    rounds_run: Any = None
+    clocks: dict[str, Any] | None = None
 
 
 @dataclass(kw_only=True)

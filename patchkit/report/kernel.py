@@ -6,6 +6,7 @@ from typing import Any
 
 import patchkit.report.intervals as intervals
 from patchkit import upstreamdb
+from patchkit.measure import clocks
 from patchkit.report.evidence import Evidence, Kernel, KernelCase, KernelData, KernelRun
 from patchkit.report.fmt import (
     DASH,
@@ -69,6 +70,7 @@ def _run(run: RunView) -> KernelRun:
             noise_floor=d.get("noise_floor"),
             cases=_cases(run, d, hidden),
             upstream_db=upstream_db(run, d),
+            clocks=d.get("clocks"),
         )
     return e
 
@@ -125,6 +127,8 @@ def _captions(have: list[tuple[KernelRun, KernelData]], base: str, multi: bool) 
         out.append(pre + "Verdicts: " + intervals.verdict_caption(entries, aa, base=base) + ".")
         if aa is None:
             out.append(pre + "A/A noise floor: not measured (no A/A copy of base in this run).")
+        if c := clocks.summary(m.clocks):
+            out.append(pre + c)
         if m.peak_bw_gbs:
             out.append(
                 pre + "Share of peak: bytes the op must move (K, V at their cache type, Q, mask, output) / "

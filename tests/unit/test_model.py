@@ -265,6 +265,7 @@ def test_overwrites_existing_file(tmp_path):
     [
         ("f32", "F32", "ALL_F32"),
         ("q8_0", "Q8_0", "MOSTLY_Q8_0"),
+        ("q4_0", "Q4_0", "MOSTLY_Q4_0"),  # random blocks scaled to the same std (issue 27's decode model)
     ],
 )
 def test_other_weight_types(tmp_path, weight_type, qtype, file_type):
@@ -370,3 +371,18 @@ def test_bad_gguf_py_path_is_an_error(tmp_path):
     )
     assert r.returncode == 0, r.stderr
     assert "ERR:" in r.stdout and "gguf" in r.stdout
+
+
+def test_the_default_recipe_model_is_a_real_layer_and_the_cpu_keeps_the_small_one():
+    """[model] of recipes/default.toml: the seed's attention (head 256, 24/4 heads) in a 5120-wide layer
+    with a 17408 FFN at q4_0 (191 MB a layer); [profile.cpu] keeps the 85M-param f16 model."""
+    from patchkit import options
+    from patchkit.measure.decode import model_spec
+
+    ctx = options.context(recipe=str(REPO / "recipes" / "default.toml"), work="/nonexistent-unused")
+    gpu, cpu = model_spec(ctx, "cuda"), model_spec(ctx, "cpu")
+    assert (gpu.head_dim, gpu.n_head, gpu.n_head_kv, gpu.n_embd, gpu.n_ff) == (256, 24, 4, 5120, 17408)
+    assert gpu.weight_type == "q4_0" and gpu.n_layer == 4
+    per_layer = (parameter_count(gpu) - parameter_count(dataclasses.replace(gpu, n_layer=1))) // 3
+    assert per_layer * 18 // 32 == pytest.approx(191e6, rel=0.01)  # q4_0: 18 bytes per 32 weights
+    assert cpu == SyntheticModelSpec(head_dim=256, n_head=24, n_head_kv=4, n_layer=4)  # the CPU run's model

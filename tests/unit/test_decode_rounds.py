@@ -1,0 +1,78 @@
+"""bench:decode measured like kernel timing (issue 27): interleaved rounds with an A/A copy of base, rounds
+until settled or capped, verdicts against the decode A/A floor; the report shows the floor and verdicts.
+
+The llama-bench output is real (tests/fixtures/cpu, recorded on this project's CPU machine) and replayed
+through the step's own runner. As a test input the A/A copy's logs are +0001's recorded output: the point
+is that the floor is what base and its copy differ by, and that every verdict is judged against it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from patchkit import options, replay, stats
+from patchkit.measure import decode
+from patchkit.results import Bundle
+from tests.unit.test_report import render, section
+
+ROOT = Path(__file__).resolve().parents[2]
+FIX = ROOT / "tests" / "fixtures" / "cpu"
+BASE, OTHER = FIX / "bench_pp_tg_depths_base.json", FIX / "bench_pp_tg_depths_0001.json"
+
+
+def _run(tmp_path: Path, timing: dict) -> tuple[Path, dict]:
+    ctx = options.context(recipe=str(ROOT / "recipes" / "default.toml"), work=str(tmp_path / "w"))
+    logs = (("base", BASE), ("+0001", OTHER), ("base", BASE), ("+0001", OTHER))  # two rounds each
+    replay.import_logs(ctx, replay.ImportRequest(tool="llama-bench", logs=logs, backend="cpu"))
+    (run,) = (tmp_path / "w" / "runs" / "seed-fattn").glob("*-import")
+    b = Bundle.open(run)
+    for r in (1, 2):  # the A/A copy of base: raw/decode-r{r}-base_aa2.log
+        shutil.copy(run / "raw" / f"decode-r{r}-+0001.log", run / "raw" / f"decode-r{r}-base_aa2.log")
+    step = b.step("bench:decode")
+    step.logs = [*step.logs, "raw/decode-r1-base_aa2.log", "raw/decode-r2-base_aa2.log"]
+    step.data.update(timing=timing, model={"path": "(imported)", "n_layer": 2, "n_params": 84943872})
+    b.record(step)
+    b.save()
+    again = replay.reparse_step(Bundle.open(run), "bench:decode", ctx.recipe)
+    b = Bundle.open(run)
+    b.record(again)
+    b.save()
+    return run, json.loads(json.dumps(again.data))
+
+
+def test_the_floor_is_base_against_its_copy_and_every_verdict_is_judged_against_it(tmp_path):
+    t = {"min_rounds": 2, "max_rounds": 2, "max_noise": 0.0, "max_seconds": 0.0, "aa": True}
+    run, d = _run(tmp_path, t)
+    assert d["aa_label"] == "base#2" and d["rounds_run"] == 2
+    assert {r["variant"] for r in d["rows"]} == {"base", "+0001"}  # the copy is not a variant row
+    assert all(r["rounds"] == 2 and r["stop"] == "max_rounds" and len(r["samples_ts"]) == 4 for r in d["rows"])
+    floor = max(abs(a["ratio"] - 1) for a in d["aa"])
+    assert len(d["aa"]) == 4 and d["noise_floor"] == pytest.approx(floor) and floor > 0
+    rows = {(r["variant"], r["test"]): r for r in d["rows"]}
+    for v in d["vs_base"]:
+        rr = stats.ratio(rows[("base", v["test"])]["samples_ts"], rows[(v["variant"], v["test"])]["samples_ts"])
+        assert v["verdict"] == stats.verdict(rr, floor, higher_is_better=True)
+    md = section(render(run), "### Decode")
+    assert f"A/A noise floor {100 * floor:.1f} %" in md.replace("\n", " ")
+    assert "Rounds: 2 to 2 interleaved rounds with an A/A copy of base (2 run)" in md
+    tg = next(r for r in d["rows"] if r["variant"] == "base" and r["test"] == "tg4")
+    assert f"tg4 {1e3 / tg['median']:.3f} ms, {1e6 / tg['median'] / 2:.1f} us a layer" in md
+    assert "| llama ?B all F32, 0.08B params |" in md  # llama.cpp's '?B' with the model's size
+    assert "GPU clocks" not in md  # an import has no clock samples
+
+
+def test_a_test_settles_when_every_binary_is_quiet_and_old_runs_keep_one_round_and_no_copy(tmp_path):
+    t = {"min_rounds": 1, "max_rounds": 2, "max_noise": 5.0, "max_seconds": 0.0, "aa": True}
+    _, d = _run(tmp_path, t)
+    assert d["rounds_run"] == 1 and all(r["stop"] == "settled" and r["rounds"] == 1 for r in d["rows"])
+    old = decode.DecodeTiming.from_data({"rounds": 3})
+    assert (old.min_rounds, old.max_rounds, old.aa) == (3, 3, False)
+
+
+def test_a_later_round_runs_only_the_open_depths():
+    args = ["-m", "x.gguf", "-d", "0,32768,122880", "-r", "2"]
+    assert decode._with_depths(args, [122880]) == ["-m", "x.gguf", "-d", "122880", "-r", "2"]
+    assert args[3] == "0,32768,122880"

@@ -1,0 +1,77 @@
+"""The fast defaults (issue 27): what the command line leaves open comes from the machine at hand, each
+value recorded with where it came from, and on a 16-core H200 they are the flags the examples used."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from patchkit import steps
+from patchkit.cli import make_parser
+from patchkit.measure import tests as test_step
+from patchkit.options import Machine, defaults_line, resolve_run, series_end
+from patchkit.recipe import load_recipe
+
+ROOT = Path(__file__).resolve().parents[2]
+H200 = Machine(cores=16, gpus=1)  # a lent H200: 16 cores, one device
+KINDS = tuple(k.name for k in steps.STEPS)
+
+
+def _resolve(argv: list[str], machine: Machine, environ: dict | None = None):
+    recipe = load_recipe(str(ROOT / "recipes" / "default.toml"))
+    args = make_parser().parse_args(["run", *argv])
+    return recipe, resolve_run(recipe, vars(args), steps=KINDS, environ=environ or {}, machine=machine)
+
+
+def test_the_h200_defaults_are_the_flags_the_examples_used():
+    _, plain = _resolve(["--arch", "90", "--check-arch", "89"], H200)
+    flags = ["--test-variant", "base", "--test-variant", "+0001+0002", "--test-procs", "2", "--test-jobs", "16"]
+    _, asked = _resolve(["--arch", "90", "--check-arch", "89", *flags, "-j", "16"], H200)
+    assert (plain.build.jobs, plain.test.procs, plain.test.jobs) == (16, 2, 16)
+    assert (asked.build.jobs, asked.test.procs, asked.test.jobs) == (16, 2, 16)
+    assert plain.test.variants == asked.test.variants == ("base", "+0001+0002")
+    # what chose them: the machine for the defaults, the command line for the flags
+    src = {o: why for o, _, why in plain.sources}
+    assert src["-j"] == src["--test-jobs"] == "16 cores"
+    assert src["--test-procs"].startswith("1 CUDA device(s)")
+    assert all(why == "command line" for _, _, why in asked.sources)
+    assert plain.test.jobs_default and plain.test.default_variants
+    assert not asked.test.jobs_default and not asked.test.default_variants
+    line = defaults_line(plain)
+    assert "\n" not in line and line.startswith("patchkit: options: -j 16 (16 cores")
+
+
+def test_the_environment_and_the_command_line_win_and_say_so():
+    _, o = _resolve(["--arch", "90", "--test-procs", "3"], H200, {"PATCHKIT_TEST_JOBS": "4"})
+    src = {opt: (v, why) for opt, v, why in o.sources}
+    assert (o.test.procs, o.test.jobs) == (3, 4)
+    assert src["--test-procs"] == ("3", "command line") and src["--test-jobs"] == ("4", "PATCHKIT_TEST_JOBS")
+    assert not o.test.jobs_default  # asked for: a tool without -j is an error, not dropped
+
+
+def test_cpu_and_gpu_less_machines_keep_the_old_behaviour():
+    _, cpu = _resolve(["--backend", "cpu"], Machine(cores=2, gpus=0))
+    assert (cpu.build.jobs, cpu.test.procs, cpu.test.jobs) == (0, 1, 0)  # ninja's -j: the 2-core CPU run
+    _, build_only = _resolve(["--arch", "90"], Machine(cores=2, gpus=0))
+    assert (build_only.build.jobs, build_only.test.procs, build_only.test.jobs) == (2, 1, 0)
+
+
+def test_tested_variants_base_and_the_series_end_prefixes_when_asked_or_changed():
+    recipe, o = _resolve(["--arch", "90"], H200)
+    states = ["base", "+0001", "+0001+0002"]
+    assert series_end(recipe) == "+0001+0002"
+    assert test_step.tested_variants(o, states, changed=False) == {"base", "+0001+0002"}
+    # a run of some variants only (--variant): the longest prefix among them is the end
+    assert test_step.tested_variants(o, ["base", "+0001"], changed=False) == {"base", "+0001"}
+    # --changed: every variant, the step keeps the changed ones (a prefix too, when it changed)
+    _, ch = _resolve(["--arch", "90", "--changed"], H200)
+    assert ch.test.variants == () and test_step.tested_variants(ch, states, changed=True) == set(states)
+    _, asked = _resolve(["--arch", "90", "--test-variant", "+0001"], H200)
+    assert test_step.tested_variants(asked, states, changed=False) == {"+0001"}
+
+
+def test_this_machine_counts_the_cpus_this_process_may_use():
+    import os
+
+    from patchkit.options import this_machine
+
+    assert this_machine().cores == len(os.sched_getaffinity(0)) >= 1
