@@ -219,15 +219,15 @@ def test_a_finished_step_is_skipped_on_resume_and_refused_when_its_inputs_change
     x, calls = [1], []
     k = rig.kind("fake", lambda built: calls.append(1), resource=resource, inputs=lambda b, o, n: {"x": x[0]})
     rig.run([k])
-    assert rig.status("fake") == Status.OK and rig.bundle.step("fake").data["inputs"] == {"x": 1}
+    assert rig.status("fake") == Status.OK and rig.bundle.step("fake").data["inputs"] == {"build_keys": {}, "x": 1}
     rig.run([k])  # the same inputs: done earlier, not run again
     assert len(calls) == 1 and "[fake] done earlier (ok), skipped" in capsys.readouterr().out
     x[0] = 2
     with pytest.raises(ResultsError, match=r"step fake was done with x=1 \(now 2\); rerun with the same options"):
         rig.run([k])
-    assert len(calls) == 1 and rig.bundle.step("fake").data["inputs"] == {"x": 1}  # the old result kept
+    assert len(calls) == 1 and rig.bundle.step("fake").data["inputs"] == {"build_keys": {}, "x": 1}  # the old result kept
     rig.run([k], redo=True)
-    assert len(calls) == 2 and rig.bundle.step("fake").data["inputs"] == {"x": 2}
+    assert len(calls) == 2 and rig.bundle.step("fake").data["inputs"] == {"build_keys": {}, "x": 2}
 
 
 def test_a_step_error_is_the_steps_status_not_the_runs_exception(rig):
