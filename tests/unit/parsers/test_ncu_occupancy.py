@@ -31,8 +31,8 @@ def test_base_vec_kernel_at_122880_keys():
         255,
         264,
         128,
-        (264, 1, 1),
-        (128, 1, 1),
+        (1, 11, 24),
+        (32, 4, 1),
     )
     assert (vec.smem_static, vec.smem_dynamic, vec.smem_driver, vec.smem_config) == (4352, 0, 1024, 32768)
     assert vec.limits == {"registers": 2, "shared_mem": 6, "warps": 16, "blocks": 32}
