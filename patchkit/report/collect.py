@@ -80,6 +80,7 @@ def evidence(bundles: list[Bundle], *, force: bool = False) -> Evidence:
         tests=found["test"],
         kernel=found["bench:kernel"],
         kernel_path=found["bench:path"],
+        occupancy=found["bench:occupancy"],
         decode=found["bench:decode"],
         numerics=found["numerics"],
         attribution=attribution.evidence(
