@@ -190,6 +190,15 @@ def _align_carveout(size: int, lim: Limits) -> int | None:
     return next((c for c in sorted(lim.smem_carveouts) if c >= size), None)
 
 
+def carveout_for_percent(percent: int, lim: Limits) -> int:
+    """The carveout (bytes) a preference of `percent` % of the maximum maps to
+    (cudaFuncAttributePreferredSharedMemoryCarveout; cudaOccSMemPreferenceVoltaPlus)."""
+    if not 0 <= percent <= 100:
+        raise OptionError(f"shared memory carveout preference {percent} %: expected 0..100")
+    size = _align_carveout(percent * lim.smem_per_sm_max // 100, lim)
+    return lim.smem_per_sm_max if size is None else size
+
+
 def smem_per_block(launch: Launch, lim: Limits) -> int:
     """Shared memory allocated per block: static + dynamic + the driver's reserve, rounded up."""
     total = launch.smem_static + launch.smem_dynamic + lim.smem_reserved_per_block

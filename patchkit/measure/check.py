@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from patchkit import build as build_mod
+from patchkit.measure import resources
 from patchkit.measure.tool import Built
 from patchkit.options import RunOptions
 from patchkit.results import Status, Step
@@ -18,18 +19,21 @@ def instance(arch: str) -> str:
 def step(built: Built, opts: RunOptions, name: str) -> Step:
     arch = name.removeprefix("check:cuda-")
     one = dataclasses.replace(opts.build, backend="cuda", archs=(arch,))
+    tc_args = build_mod.toolchain(one).cmake_args
+    one = dataclasses.replace(one, cmake_options=resources.ptxas_cmake_options(tc_args, one.cmake_options))
     b = built.bundle
     states = [s for s in built.states if built.scope is None or built.scope.tests(s.name)]
     if not states:
         return Step(name=name, status=Status.NOT_RUN, reason="--changed: no variant changed")
     items = build_mod.check(built.ctx.recipe, built.base, built.ctx.ws, states, one, logs=b.raw)
     bad = [i for i in items if not i.ok]
+    logs = sorted(b.raw.glob(f"check-*{arch}*.log"))
     return Step(
         name=name,
         status=Status.FAIL if bad else Status.OK,
         reason=f"{len(bad)} of {len(items)} translation units failed" if bad else "",
-        logs=sorted({b.rel(p) for p in b.raw.glob(f"check-*{arch}*.log")}),
-        data={"items": [i.to_dict() for i in items]},
+        logs=sorted({b.rel(p) for p in logs}),
+        data={"items": [i.to_dict() for i in items], **resources.from_logs(logs, rel=b.rel)},
     )
 
 

@@ -21,6 +21,7 @@ from patchkit.parsers.llama_bench import parse_llama_bench_json, parse_llama_ben
 from patchkit.parsers.ncu import LaunchStats, parse_ncu_csv, parse_ncu_occupancy, summarize_kernels
 from patchkit.parsers.patch import CONFLICT, Hunk, conflict_files, parse_hunks, split_hunks
 from patchkit.parsers.perf import parse_perf_console, parse_perf_sql
+from patchkit.parsers.ptxas import KernelResources, parse_ptxas
 from patchkit.parsers.rawlog import parse_raw_log, read_log, read_raw_log
 from patchkit.parsers.records import (
     BACKEND_STATUSES,
@@ -46,6 +47,7 @@ __all__ = [
     "BenchRecord",
     "Hunk",
     "KernelLaunch",
+    "KernelResources",
     "KernelSummary",
     "LaunchStats",
     "PerfRecord",
@@ -64,6 +66,7 @@ __all__ = [
     "parse_ncu_occupancy",
     "parse_perf_console",
     "parse_perf_sql",
+    "parse_ptxas",
     "parse_raw_log",
     "parse_test_console",
     "prompt_tokens",

@@ -36,14 +36,15 @@ def header_prog(tmp_path_factory) -> Path:
     return exe
 
 
-def _ask(exe: Path, points: list[tuple[occ.Limits, occ.Launch]], tmp: Path) -> list[tuple[int, set[str]]]:
+def _ask(exe: Path, points: list[tuple], tmp: Path) -> list[tuple[int, set[str]]]:
+    """The header's (blocks per SM, limiting factors) per (limits, launch[, carveout percent]) point."""
     lines = []
-    for lim, ln in points:
+    for lim, ln, *pct in points:
         major, minor = lim.cc.split(".")
         lines.append(
             f"{major} {minor} {lim.max_threads_per_sm} {lim.regs_per_sm} {lim.max_regs_per_block} "
             f"{lim.smem_per_sm_max} {lim.max_smem_per_block_optin} {lim.smem_reserved_per_block} "
-            f"{ln.registers} {ln.threads} {ln.smem_static} {ln.smem_dynamic}"
+            f"{ln.registers} {ln.threads} {ln.smem_static} {ln.smem_dynamic} {pct[0] if pct else -1}"
         )
     (tmp / "points.txt").write_text("\n".join(lines) + "\n")
     done = proc.run([exe, tmp / "points.txt"], log=tmp / "answers.log", echo=False, separate_stderr=True)
@@ -96,3 +97,27 @@ def test_pr_28536_case_against_header(header_prog, tmp_path):
         assert (got.blocks_per_sm, blocks) == (want, want), ln
         assert got.limiter == "shared memory" and factors == {"shared memory"}, (ln, got.limiter, factors)
     assert occ.gpu("RTX 3090").cc == "8.6"
+
+
+@pytest.mark.parametrize("cc", CCS)
+def test_explicit_carveout_matches_header(header_prog, tmp_path, cc):
+    """A carveout preference (cudaFuncAttributePreferredSharedMemoryCarveout, percent of the maximum)
+    maps to the next carveout size the header knows; patchkit given that carveout agrees, so the
+    carveout sizes of gpus.toml are the header's."""
+    lim = occ.limits(cc)
+    pcts = (0, 3, 10, 20, 30, 45, 50, 60, 75, 90, 100)
+    points = [
+        (lim, occ.Launch(registers=r, threads=t, smem_static=0, smem_dynamic=s), p)
+        for r in (32, 64, 128)
+        for t in (64, 128, 256)
+        for s in SMEM
+        for p in pcts
+    ]
+    answers = _ask(header_prog, points, tmp_path)
+    bad = []
+    for (_, ln, pct), (blocks, factors) in zip(points, answers):
+        pref = occ.carveout_for_percent(pct, lim)
+        got = occ.occupancy(ln, lim, carveout=pref)
+        if got.blocks_per_sm != blocks or set(got.limiter.split(" and ")) != factors:
+            bad.append(f"{ln} at {pct}% ({pref} B): header {blocks} {sorted(factors)}, patchkit {got.blocks_per_sm}")
+    assert not bad, f"{len(bad)} of {len(points)} points differ, first: {bad[:5]}"
