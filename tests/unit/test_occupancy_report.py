@@ -124,7 +124,8 @@ def test_the_section_shows_measured_and_predicted_tables(run):
 def test_the_summary_says_it_in_the_reviewers_words(run):
     summ = section(_md(run), "### Summary")
     line = next(ln for ln in summ.splitlines() if ln.startswith("Occupancy of"))
-    assert line.startswith("Occupancy of `flash_attn_ext_f16<256, 256, 1, 8, 0, 0, 0>` (`+0001` -> `+0001+0002`, `kv=122880`)")
+    f16 = "`flash_attn_ext_f16<256, 256, 1, 8, 0, 0, 0>`"
+    assert line.startswith(f"Occupancy of {f16} (`+0001` -> `+0001+0002`, `kv=122880`)")
     assert "blocks per SM 2 -> 4 on the " in line and "(ncu, registers and shared memory)" in line
     assert line.endswith("1 -> 3 predicted on an RTX 4070 (shared memory).")
 
