@@ -8,9 +8,9 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+import patchkit.report.occupancy_predict as pred
 from patchkit import occupancy as occ
 from patchkit.errors import OptionError
-from patchkit.report import occupancy_predict as pred
 from patchkit.report.evidence import Evidence, StepRun
 from patchkit.report.fmt import (
     ARROW,
@@ -190,14 +190,7 @@ def _run(run: RunView, order: list[str]) -> OccRun:
 
 
 def evidence(runs: list[RunView], order: list[str]) -> Occupancy:
-    from patchkit.report.collect import short_params  # collect imports the sections
-
-    ev = Occupancy(runs=[_run(r, order) for r in runs])
-    cases = [c for e in ev.runs for c in e.cases or []]
-    short = short_params(list(dict.fromkeys(c.params for c in cases)))[0] if cases else {}
-    for c in cases:
-        c.short = short[c.params]
-    return ev
+    return Occupancy(runs=[_run(r, order) for r in runs])  # short case names: collect._shorten
 
 
 def limiter_words(names: list[str]) -> str:

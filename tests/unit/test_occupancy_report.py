@@ -109,7 +109,7 @@ def test_the_section_shows_measured_and_predicted_tables(run):
     assert len(dram) == 2 and dram[0] == 84.19 and f16[9] == f"{sum(dram) / 2:.1f}"  # DRAM %: mean of its launches
     one = rows[("`+0001`", "`flash_attn_ext_f16<256, 256, 1, 8, 0, 0, 0>`")]
     assert one[6] == "2 (registers and shared memory)"
-    assert "Case `kv=122880`, predicted (not measured):" in sec
+    assert "Case `kv=122880, nb=1, type_K=q4_0, type_V=q4_0`, predicted (not measured):" in sec
     prows = {(r[0], r[2], r[3]): r for r in predicted[1:]}
     p2 = prows[("RTX 4070", "`+0001+0002`", "`flash_attn_ext_f16<256, 256, 1, 8, 0, 0, 0>`")]
     assert p2[1] == "sm_89" and p2[4:6] == ["194 / 0", "3 (shared memory)"]
@@ -125,7 +125,7 @@ def test_the_summary_says_it_in_the_reviewers_words(run):
     summ = section(_md(run), "### Summary")
     line = next(ln for ln in summ.splitlines() if ln.startswith("Occupancy of"))
     f16 = "`flash_attn_ext_f16<256, 256, 1, 8, 0, 0, 0>`"
-    assert line.startswith(f"Occupancy of {f16} (`+0001` -> `+0001+0002`, `kv=122880`)")
+    assert line.startswith(f"Occupancy of {f16} (`+0001` -> `+0001+0002`, `kv=122880, nb=1, type_K=q4_0, type_V=q4_0`)")
     assert "blocks per SM 2 -> 4 on the " in line and "(ncu, registers and shared memory)" in line
     assert line.endswith("1 -> 3 predicted on an RTX 4070 (shared memory).")
 
