@@ -38,7 +38,7 @@ def _check_logs(run: Path, arch: str) -> list[Path]:
     return out
 
 
-def make_run(tmp_path: Path, *, targets: list[str] | None = None, archs: tuple[str, ...] = ("89",)) -> Path:
+def make_run(tmp_path: Path, *, targets: list[str] | None = None, archs: tuple[str, ...] = ("89",), edit=None) -> Path:
     run = tmp_path / "run"
     shutil.copytree(RUN, run)
     data = json.loads((run / "results.json").read_text())
@@ -66,6 +66,8 @@ def make_run(tmp_path: Path, *, targets: list[str] | None = None, archs: tuple[s
         ck["logs"] = [f"raw/{p.name}" for p in found]
         ck["data"] = {**ck["data"], **resources.from_logs(found, rel=lambda p: f"raw/{Path(p).name}")}
     (run / "results.json").write_text(json.dumps(data))
+    if edit is not None:
+        edit(run)
     with Bundle.open(run, write=True) as b:
         b.record(replay.reparse_step(b, "bench:occupancy"))
     return run
