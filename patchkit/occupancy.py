@@ -39,6 +39,12 @@ except ModuleNotFoundError:  # pragma: no cover - python 3.10
 
 UNBOUNDED = 2**31 - 1  # the header's INT_MAX: a resource the launch does not use
 RESOURCES = ("registers", "shared memory", "warps", "blocks")
+# what a report shows beside every predicted row (predict's assumption, in one line)
+PREDICTION_NOTE = (
+    "predicted: registers and static shared memory from the compile check for the target's arch, block size, "
+    "grid and dynamic shared memory from the launch measured here; assumes the host picks the same launch "
+    "configuration for the target (true where both archs use the same config table)"
+)
 
 
 @dataclass(frozen=True)
@@ -113,11 +119,8 @@ def _field_sources(table: dict) -> tuple[tuple[str, str], ...]:
     named = _data()["sources"]
     per = dict(_data()["field_sources"])
     per.update(table.get("sources", {}))
-    out = []
-    for field, src in sorted(per.items()):
-        key = src.split(" ", 1)[0]
-        out.append((field, src.replace(key, named[key], 1) if key in named else src))
-    return tuple(out)
+    keys = re.compile(r"\b(" + "|".join(sorted(map(re.escape, named), key=len, reverse=True)) + r")\b")
+    return tuple((field, keys.sub(lambda m: named[m[1]], src)) for field, src in sorted(per.items()))
 
 
 def known_ccs() -> list[str]:

@@ -19,12 +19,12 @@ def instance(arch: str) -> str:
 def step(built: Built, opts: RunOptions, name: str) -> Step:
     arch = name.removeprefix("check:cuda-")
     one = dataclasses.replace(opts.build, backend="cuda", archs=(arch,))
-    tc_args = build_mod.toolchain(one).cmake_args
-    one = dataclasses.replace(one, cmake_options=resources.ptxas_cmake_options(tc_args, one.cmake_options))
     b = built.bundle
     states = [s for s in built.states if built.scope is None or built.scope.tests(s.name)]
     if not states:
         return Step(name=name, status=Status.NOT_RUN, reason="--changed: no variant changed")
+    tc_args = build_mod.toolchain(one).cmake_args  # ptxas's resource report: registers/smem per kernel
+    one = dataclasses.replace(one, cmake_options=resources.ptxas_cmake_options(tc_args, one.cmake_options))
     items = build_mod.check(built.ctx.recipe, built.base, built.ctx.ws, states, one, logs=b.raw)
     bad = [i for i in items if not i.ok]
     logs = sorted(b.raw.glob(f"check-*{arch}*.log"))

@@ -18,6 +18,7 @@ from patchkit.parsers.common import split_lines
 from patchkit.parsers.ptxas import KernelResources, parse_ptxas
 
 PTXAS_VERBOSE = "--ptxas-options=-v"
+_CHECK_LOG = re.compile(r"^check-(?:cuda-[^-]+|cpu)-(?P<variant>.+)\.log$")  # build.check's log per variant
 _UNIT = re.compile(r"Building CUDA object (?P<obj>\S+)\.o(?:\s|$)")
 
 
@@ -85,7 +86,10 @@ def match_key(name: str) -> str:
 
 
 def from_logs(logs: list[Path], rel=str) -> dict:
-    """{"kernels": [row per (kernel, arch, unit)], "resource_errors": [one line per unreadable log]}."""
+    """{"kernels": [row per (kernel, arch, unit)], "resource_errors": [one line per unreadable log]}.
+
+    A row: the KernelResources fields, `unit` (the Ninja object it came from), `log`, `variant` (from the
+    check's log name `check-<config>-<variant>.log`, "" otherwise) and `display` (demangled, no parameters)."""
     rows: list[dict] = []
     errors: list[str] = []
     for log in logs:
@@ -96,20 +100,25 @@ def from_logs(logs: list[Path], rel=str) -> dict:
             errors.append(str(e))
             continue
         units = _units(text)
+        m = _CHECK_LOG.match(log.name)
+        variant = m["variant"] if m else ""
         for r in recs:
             unit = next((u for line, u in reversed(units) if line < r.line), "")
-            rows.append({**r.to_dict(), "unit": unit, "log": rel(log)})
+            rows.append({**r.to_dict(), "unit": unit, "log": rel(log), "variant": variant})
     names = demangle([r["name"] for r in rows])
     for r in rows:
         r["display"] = short_name(names[r["name"]])
     return {"kernels": rows, "resource_errors": errors}
 
 
-def lookup(kernels: list[dict], name: str, arch: str) -> dict | None:
-    """The row of kernel `name` (mangled, demangled or as ncu prints it) for `arch` ("89" or "sm_89")."""
+def lookup(kernels: list[dict], name: str, arch: str, variant: str | None = None) -> dict | None:
+    """The row of kernel `name` (mangled, demangled or as ncu prints it) for `arch` ("89" or "sm_89"),
+    of `variant` when given."""
     want = arch if arch.startswith("sm_") else f"sm_{arch}"
     key = match_key(name)
     for r in kernels:
+        if variant is not None and r.get("variant") != variant:
+            continue
         if r["arch"] == want and (r["name"] == name or match_key(r.get("display", "")) == key):
             return r
     return None

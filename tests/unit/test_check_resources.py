@@ -60,6 +60,8 @@ def test_from_logs_rows_per_kernel_with_unit_and_display(tmp_path):
     assert (row["registers"], row["smem"], row["arch"], row["log"]) == (198, 0, "sm_89", log.name)
     assert row["display"] == "flash_attn_ext_f16<256, 256, 1, 8, false, false, false>"
     assert row["unit"] == f"template-instances/{UNIT}.cu"
+    assert {r["variant"] for r in rows} == {"+0001"}
+    assert resources.lookup(rows, row["name"], "sm_89", variant="+0001+0002") is None
     assert resources.lookup(rows, "flash_attn_ext_f16<256, 256, 1, 8, 0, 0, 0>", "90") is None
     conv = [r for r in rows if r["unit"] == "convert.cu"]
     assert conv and all(not r["display"].startswith("flash_attn") for r in conv)

@@ -153,6 +153,8 @@ def test_limits_for_every_cc_and_sources():
         assert lim.max_smem_per_block_optin + lim.smem_reserved_per_block <= lim.smem_per_sm_max
         assert "cuda_occupancy.h" in lim.source_of("reg_alloc_unit")
         assert "Programming Guide" in lim.source_of("max_threads_per_sm")
+        both = lim.source_of("smem_carveouts")
+        assert "'Shared Memory' paragraph" in both and "cuda_occupancy.h (CUDA 13.0) cudaOccAlignUp" in both
     assert occ.limits("sm_89") == occ.limits("89") == occ.limits("8.9")
     assert occ.limits("90a").cc == "9.0"
     with pytest.raises(OptionError, match=r"unknown compute capability '6\.1'.*8\.9"):
@@ -181,8 +183,28 @@ def test_predict_from_recorded_compile_reports():
     assert (a100.blocks_per_sm, a100.limiter) == (2, "registers and shared memory")
 
 
+def test_predict_0002_on_the_rtx_4070():
+    """+0001+0002 (64 threads, 32,848 bytes dynamic, grid 528 on the H200): 1 -> 3 blocks per SM predicted
+    on an RTX 4070, limited by shared memory (3 x 33,920 of 100 KB); registers would allow 4."""
+    log = FIX / "ptxas" / "ptxas-sm89-fattn-mma-f16-instance-ncols1_1-ncols2_8-+0001+0002.log"
+    rec = next(r for r in parse_ptxas(log.read_text(), log.name) if r.name == F16)
+    got = occ.predict(occ.Launch(233, 64, 0, 32848, 528), rec.registers, rec.smem, occ.gpu("RTX 4070"))
+    assert rec.registers == 194
+    assert (got.blocks_per_sm, got.limiter, got.limits["registers"]) == (3, "shared memory", 4)
+    assert got.carveout == 102400 and got.theoretical == pytest.approx(6 / 48)
+
+
 def test_invalid_launch_and_carveout_refused():
     with pytest.raises(OptionError):
         occ.occupancy(occ.Launch(32, 0, 0, 0), occ.limits("9.0"))
     with pytest.raises(OptionError):
         occ.carveout_for_percent(101, occ.limits("9.0"))
+
+
+def test_occupancy_serialises_for_the_results_file():
+    import json
+
+    o = occ.predict(occ.Launch(233, 128, 0, 65680, 264), 198, 0, occ.gpu("4070"))
+    d = json.loads(json.dumps(o.to_dict()))
+    assert d["blocks_per_sm"] == 1 and d["limits"]["shared memory"] == 1 and d["carveout"] == 102400
+    assert "same launch configuration" in occ.PREDICTION_NOTE
