@@ -28,17 +28,24 @@ KV = (4096, 32768, 122880)
 UNITS = ("fattn-mma-f16-instance-ncols1_1-ncols2_8", "fattn-vec-instance-q4_0-q4_0", "convert")
 
 
-def _check_logs(run: Path, arch: str) -> list[Path]:
+def _check_logs(run: Path, arch: str, variants: tuple[str, ...] = VARIANTS) -> list[Path]:
     """The recorded ptxas output of the units, one log per variant as the compile check names them."""
     out = []
-    for v in VARIANTS:
+    for v in variants:
         log = run / "raw" / f"check-cuda-{arch}-{v}.log"
         log.write_text("".join((OCC / "ptxas" / f"ptxas-sm{arch}-{u}-{v}.log").read_text() for u in UNITS))
         out.append(log)
     return out
 
 
-def make_run(tmp_path: Path, *, targets: list[str] | None = None, archs: tuple[str, ...] = ("89",), edit=None) -> Path:
+def make_run(
+    tmp_path: Path,
+    *,
+    targets: list[str] | None = None,
+    archs: tuple[str, ...] = ("89",),
+    edit=None,
+    checked: tuple[str, ...] = VARIANTS,
+) -> Path:
     run = tmp_path / "run"
     shutil.copytree(RUN, run)
     data = json.loads((run / "results.json").read_text())
@@ -62,7 +69,7 @@ def make_run(tmp_path: Path, *, targets: list[str] | None = None, archs: tuple[s
     }
     for arch in archs:
         ck = steps.setdefault(f"check:cuda-{arch}", {**steps["check:cuda-89"], "name": f"check:cuda-{arch}"})
-        found = _check_logs(run, arch)
+        found = _check_logs(run, arch, checked)
         ck["logs"] = [f"raw/{p.name}" for p in found]
         ck["data"] = {**ck["data"], **resources.from_logs(found, rel=lambda p: f"raw/{Path(p).name}")}
     (run / "results.json").write_text(json.dumps(data))
@@ -172,3 +179,18 @@ def test_ncu_command_and_launch_counts():
     )
     assert got.endswith("-p ^kv=1,x$")
     assert occ_step._ops(["a", "b", "a", "b", "a", "b"]) == 3 and occ_step._ops(["a", "b", "c"]) == 1
+
+
+def test_a_variant_the_check_did_not_compile_gets_no_prediction(tmp_path):
+    """As the real check does for the seed: +0001 changes only fattn.cu, so its FA MMA instances (and
+    base's units) are not compiled; only +0001+0002's 8-column instance is."""
+    run = make_run(tmp_path, checked=("+0001+0002",))
+    md = _md(run)
+    predicted = tables(section(md, "### Occupancy"))[5]
+    by = {(r[2], r[3]): r for r in predicted[1:]}
+    f16 = "`flash_attn_ext_f16<256, 256, 1, 8, 0, 0, 0>`"
+    assert by[("`+0001+0002`", f16)][5] == "3 (shared memory)"
+    assert by[("`+0001`", f16)][-1].startswith("not in this variant's compile check")
+    assert by[("`base`", "`flash_attn_ext_vec<256, 1, 2, 2, 0>`")][5] == "-"
+    line = next(ln for ln in section(md, "### Summary").splitlines() if ln.startswith("Occupancy of"))
+    assert line.endswith("on the NVIDIA H200 (ncu, registers and shared memory).")  # no prediction to compare
