@@ -315,6 +315,15 @@ def _notes(have: list[OccRun]) -> list[Block]:
         out.append(text(sc + (": differ: " + "; ".join(e.mismatches) if e.mismatches else ".")))
         if e.flagged:
             out.append(text("Impossible values ncu printed (kept, flagged): " + "; ".join(e.flagged)))
+        few = [f"{code(v)} {code(c.short)}" for c in e.cases or [] for v, n in c.ops.items() if n < 2]
+        if few:
+            out.append(
+                text(
+                    "The profiled launches do not repeat one op's launch sequence twice for "
+                    + ", ".join(few)
+                    + ": they may not cover a whole op, and the shares may leave out a kernel."
+                )
+            )
     out.append(
         text(
             "ncu replays each kernel with caches flushed: its durations and shares explain where the time goes, "

@@ -128,6 +128,7 @@ def test_the_section_shows_measured_and_predicted_tables(run):
     assert pv[5] != "-"  # the vec unit's sm_89 report is in the check
     assert "self-check 72/72" in sec and "gives ncu's blocks per SM for 72 of 72 profiled launches." in sec
     assert "Predicted, not measured:" in sec and "caches flushed" in sec
+    assert "do not repeat one op" not in sec  # every recorded log holds 2 (+0001) or 4 (base) ops
 
 
 def test_the_summary_says_it_in_the_reviewers_words(run):
@@ -179,6 +180,18 @@ def test_ncu_command_and_launch_counts():
     )
     assert got.endswith("-p ^kv=1,x$")
     assert occ_step._ops(["a", "b", "a", "b", "a", "b"]) == 3 and occ_step._ops(["a", "b", "c"]) == 1
+
+
+def test_launches_that_hold_less_than_two_ops_are_said(tmp_path):
+    def edit(run: Path) -> None:  # +0001's 8 launches of case 0 cut to its first 5 (one op and one launch)
+        log = run / "raw" / "ncu-occ-case0-+0001.log"
+        keep = [ln for ln in log.read_text().split("\n") if not ln.startswith(('"5",', '"6",', '"7",'))]
+        log.write_text("\n".join(keep))
+
+    run = make_run(tmp_path, edit=edit)
+    assert Bundle.open(run).step("bench:occupancy").data["cases"][0]["variants"]["+0001"]["ops"] == 1
+    sec = section(_md(run), "### Occupancy")
+    assert "do not repeat one op's launch sequence twice for `+0001` `kv=4096, nb=1, type_K=q4_0, type_V=q4_0`:" in sec
 
 
 def test_a_variant_the_check_did_not_compile_gets_no_prediction(tmp_path):
