@@ -136,3 +136,21 @@ def test_the_cli_refuses_an_unknown_target_gpu_before_writing(tmp_path):
     )
     assert p.returncode == 2 and p.stderr.startswith("patchkit: error: --target-gpu / bench.kernel.target-gpus: ")
     assert not work.exists()
+
+
+def test_a_step_not_run_says_why_and_a_run_without_it_has_no_section(tmp_path):
+    import json
+    import shutil
+
+    from tests.unit.test_occupancy_report import RUN
+
+    run = tmp_path / "run"
+    shutil.copytree(RUN, run)
+    md = report.render([Bundle.open(run)], "md", None)
+    assert "### Occupancy" not in md  # recorded before the step existed
+    data = json.loads((run / "results.json").read_text())
+    why = "occupancy needs a CUDA build and ncu"
+    data["steps"]["bench:occupancy"] = {"name": "bench:occupancy", "status": "not_run", "reason": why, "data": {}}
+    (run / "results.json").write_text(json.dumps(data))
+    md = report.render([Bundle.open(run)], "md", None)
+    assert section(md, "### Occupancy").strip() == f"not run: {why}"
