@@ -84,6 +84,7 @@ def test_run_end_to_end_and_report(cpu_build, work, cli):
     [case] = k["data"]["cases"]
     assert all(len(case["variants"][lab]["samples_us"]) == 3 for lab in k["data"]["labels"])
     assert steps["bench:path"]["status"] == "not_run" and "CUDA" in steps["bench:path"]["reason"]
+    assert steps["bench:occupancy"]["status"] == "not_run" and "CUDA" in steps["bench:occupancy"]["reason"]
     d = steps["bench:decode"]
     assert d["status"] == "ok" and {row["depth"] for row in d["data"]["rows"]} == {0, 256}
     n = steps["numerics"]

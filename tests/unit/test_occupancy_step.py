@@ -154,3 +154,4 @@ def test_a_step_not_run_says_why_and_a_run_without_it_has_no_section(tmp_path):
     (run / "results.json").write_text(json.dumps(data))
     md = report.render([Bundle.open(run)], "md", None)
     assert section(md, "### Occupancy").strip() == f"not run: {why}"
+    assert f"- `bench:occupancy` on NVIDIA H200: not run: {why}" in section(md, "### Not tested")
