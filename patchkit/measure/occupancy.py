@@ -101,7 +101,9 @@ def formula(k: LaunchStats) -> dict:
         "theoretical_pct": round(100 * o.theoretical, 2),
         "carveout": o.carveout,
         "waves": o.waves,
-        "cliff": occ.cliff(launch(k), lim, carveout=int(k.smem_config) if k.smem_config is not None else None),
+        # the driver picks the carveout per launch: a cliff at ncu's carveout would say nothing of a launch
+        # with more shared memory, so the cliff is at the default preference (patchkit.occupancy's docstring)
+        "cliff": occ.cliff(launch(k), lim),
     }
 
 

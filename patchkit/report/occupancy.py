@@ -330,7 +330,8 @@ def _notes(have: list[OccRun]) -> list[Block]:
             "the kernel timing above times. Shares: of the profiled launches' ncu duration; achieved occupancy and "
             "DRAM % (of peak): the mean over the kernel's launches, the rest its first launch's. Cliff: bytes of "
             "shared memory (or registers per thread) per block to remove for one block more per SM / to add for one "
-            "block less (+1 / -1; a resource that cannot do it alone is left out). Limits: registers, shared memory "
+            "block less (+1 / -1; a resource that cannot do it alone is left out), with the carveout free to "
+            "grow as the driver's is. Limits: registers, shared memory "
             "(at the carveout the driver chose), warps, blocks."
         )
     )
