@@ -129,7 +129,7 @@ def test_run_end_to_end_and_report(cpu_build, work, cli):
         "--repetitions",
         "2",
     )
-    assert again.stdout.count("done earlier") == 5
+    assert again.stdout.count("done earlier") == 6  # test, bench:kernel, bench:path, bench:occupancy, decode, numerics
     # resuming it with another test filter is refused in one line, not skipped as done
     other = cli(
         "test", "--backend", "cpu", "--work", str(work.root), "--run", run.name, "--filter", "kv=512", check=False
