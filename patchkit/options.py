@@ -145,6 +145,7 @@ class KernelOptions:
     min_time_s: float = 0.5  # settled: at least this much timed time of every binary
     max_seconds: int = 600  # no new round past this many seconds of test-backend-ops (0: no cap)
     min_us: int = 1_000_000  # GGML_TEST_PERF_MIN_US: each case's least timed time per process
+    target_gpus: tuple[str, ...] = ()  # bench:occupancy: GPUs predicted for (names of patchkit/data/gpus.toml)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -319,6 +320,7 @@ def resolve_run(
                 _pick(cli, "kernel_min_us", environ, k.min_us),
                 "--kernel-min-us / PATCHKIT_KERNEL_MIN_US",
             ),
+            target_gpus=_target_gpus(tuple(cli.get("target_gpu") or ()) or k.target_gpus),  # type: ignore[arg-type]
         ),
         decode=DecodeOptions(
             depths=tuple(cli.get("depths") or prof.depths or d.depths),  # type: ignore[arg-type]
@@ -352,6 +354,17 @@ def resolve_run(
             ("tested variants", ", ".join(test_variants) or "the changed ones", tv_src),
         ),
     )
+
+
+def _target_gpus(names: tuple[str, ...]) -> tuple[str, ...]:
+    """--target-gpu / bench.kernel.target-gpus as the names of patchkit/data/gpus.toml (an unknown or
+    ambiguous name: one line, before anything is written)."""
+    from patchkit import occupancy
+
+    try:
+        return tuple(dict.fromkeys(occupancy.gpu(n).name for n in names))
+    except OptionError as e:
+        raise OptionError(f"--target-gpu / bench.kernel.target-gpus: {e}") from None
 
 
 # --- where each setting came from (`patchkit run --show-options`; cibuildwheel's summary() is the model)

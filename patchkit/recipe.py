@@ -97,6 +97,7 @@ class KernelBench:
     min_time: float = 0.5  # settled: at least this many seconds timed of every binary
     max_seconds: int = 600  # no new round past this many seconds of test-backend-ops (0: no cap)
     min_us: int = 1_000_000  # GGML_TEST_PERF_MIN_US (patches/local/0002): least timed time per case
+    target_gpus: tuple[str, ...] = ()  # bench:occupancy: GPUs to predict for (patchkit/data/gpus.toml names)
 
 
 @dataclass(frozen=True, kw_only=True)

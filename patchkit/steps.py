@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from patchkit.errors import OptionError
-from patchkit.measure import check, decode, kernel, numerics, path, tests
+from patchkit.measure import check, decode, kernel, numerics, occupancy, path, tests
 from patchkit.measure.tool import Bins, Built
 from patchkit.options import RunOptions
 from patchkit.recipe import Recipe
@@ -112,6 +112,18 @@ STEPS: tuple[StepKind, ...] = (
         run=path.step,
         inputs=path.inputs,
         reparse=path.reparse,
+    ),
+    StepKind(
+        name="bench:occupancy",
+        help="occupancy, DRAM and L2 per launch of the kernel-path cases (ncu sections), self-checked",
+        resource=Resource.GPU,
+        names=_one("bench:occupancy"),
+        timing=True,  # DRAM % and durations on a quiet GPU: the other steps are held while it runs
+        after=("bench:kernel",),  # the cases it timed
+        tools=("test-backend-ops",),
+        run=occupancy.step,
+        inputs=occupancy.inputs,
+        reparse=occupancy.reparse,
     ),
     StepKind(
         name="bench:decode",

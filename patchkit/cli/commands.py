@@ -189,6 +189,13 @@ def _kernel_opts(p: argparse.ArgumentParser) -> None:
         default=None,
         help="kernel timing: least timed microseconds per case and process (default: recipe)",
     )
+    p.add_argument(
+        "--target-gpu",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="bench:occupancy: predict for this GPU, e.g. 'RTX 4070' (repeatable; default: one per --check-arch)",
+    )
 
 
 def _decode_opts(p: argparse.ArgumentParser) -> None:
@@ -242,12 +249,13 @@ class Test(Command):
 
 class Bench(Command):
     name = "bench"
-    help = "bench:kernel (test-backend-ops perf), bench:path (ncu) or bench:decode (llama-bench)"
+    help = "bench:kernel (test-backend-ops perf), bench:path or bench:occupancy (ncu), bench:decode (llama-bench)"
     WHAT = {"kernel": ("bench:kernel",), "path": ("bench:kernel", "bench:path"), "decode": ("bench:decode",)}
+    WHAT["occupancy"] = ("bench:kernel", "bench:occupancy")
 
     def add_arguments(self, p):
         _run_common(p)
-        p.add_argument("what", choices=tuple(self.WHAT), help="the step: bench:kernel, bench:path or bench:decode")
+        p.add_argument("what", choices=tuple(self.WHAT), help="the step: kernel, path, occupancy or decode")
         _kernel_opts(p)
         _decode_opts(p)
 

@@ -18,7 +18,7 @@ from patchkit.parsers.common import strip_interleaved_logs
 from patchkit.parsers.compiler import first_compiler_error, ninja_failures
 from patchkit.parsers.completion import completion_finished, parse_kld, prompt_tokens
 from patchkit.parsers.llama_bench import parse_llama_bench_json, parse_llama_bench_jsonl
-from patchkit.parsers.ncu import parse_ncu_csv, summarize_kernels
+from patchkit.parsers.ncu import LaunchStats, parse_ncu_csv, parse_ncu_occupancy, summarize_kernels
 from patchkit.parsers.patch import CONFLICT, Hunk, conflict_files, parse_hunks, split_hunks
 from patchkit.parsers.perf import parse_perf_console, parse_perf_sql
 from patchkit.parsers.ptxas import KernelResources, parse_ptxas
@@ -49,6 +49,7 @@ __all__ = [
     "KernelLaunch",
     "KernelResources",
     "KernelSummary",
+    "LaunchStats",
     "PerfRecord",
     "RawLog",
     "TestCase",
@@ -62,6 +63,7 @@ __all__ = [
     "parse_llama_bench_json",
     "parse_llama_bench_jsonl",
     "parse_ncu_csv",
+    "parse_ncu_occupancy",
     "parse_perf_console",
     "parse_perf_sql",
     "parse_ptxas",

@@ -45,6 +45,7 @@ def _shorten(ev: Evidence) -> None:
     """Kernel and path cases get their short names; the kernel section the parameters they share."""
     cases = [c for e in ev.kernel.runs if e.measured for c in e.measured.cases]
     cases += [c for e in ev.kernel_path.runs if e.measured for c in e.measured.cases]
+    cases += [c for e in ev.occupancy.runs for c in e.cases or []]
     short, ev.kernel.common_params = short_params(list(dict.fromkeys(c.params for c in cases)))
     for c in cases:
         c.short = short[c.params]
@@ -80,6 +81,7 @@ def evidence(bundles: list[Bundle], *, force: bool = False) -> Evidence:
         tests=found["test"],
         kernel=found["bench:kernel"],
         kernel_path=found["bench:path"],
+        occupancy=found["bench:occupancy"],
         decode=found["bench:decode"],
         numerics=found["numerics"],
         attribution=attribution.evidence(

@@ -463,6 +463,7 @@ class Evidence:
     numerics: Numerics
     attribution: Attribution
     not_tested: list[str] = field(default_factory=list)
+    occupancy: Any = None  # patchkit.report.occupancy.Occupancy (bench:occupancy)
     missing_logs: list[str] = field(default_factory=list)
     plot: str | None = None
     report_schema: int = REPORT_SCHEMA

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from patchkit.report.evidence import Evidence
-from patchkit.report.fmt import Block, bullets, text
+from patchkit.report.fmt import Block, bullets, state_label, text
 from patchkit.report.path import SHOWN as PATH_STEP
 from patchkit.report.runview import RunView
 
@@ -100,6 +100,9 @@ def _steps(ev: Evidence) -> list[str]:
                 items.append(f"`{name}` on {e.gpu}: not run: {e.reason}")
             elif e.status == "error" and e.measured is None:
                 items.append(f"`{name}` on {e.gpu}: nothing measured (error: {e.reason})")
+    for e in ev.occupancy.runs if ev.occupancy else []:  # a run made before the step existed: not listed
+        if e.status == "not_run" or (e.status == "error" and e.cases is None):
+            items.append(f"`bench:occupancy` on {e.gpu}: {state_label(e.status, e.reason)}")
     return items
 
 

@@ -11,6 +11,7 @@ import patchkit.report.check as check
 import patchkit.report.decode as decode
 import patchkit.report.kernel as kernel
 import patchkit.report.numerics as numerics
+import patchkit.report.occupancy as occupancy
 import patchkit.report.path as path
 import patchkit.report.test as test
 from patchkit.report.evidence import Evidence
@@ -45,6 +46,7 @@ SECTIONS: dict[str, Section] = {
         Section("test", test.STEP, "tests", test.evidence, test.markdown),
         Section("bench:kernel", kernel.STEP, "kernel", kernel.evidence, kernel.markdown),
         Section("bench:path", path.STEP, "kernel_path", path.evidence, path.markdown),
+        Section("bench:occupancy", occupancy.STEP, "occupancy", occupancy.evidence, occupancy.markdown),
         Section("bench:decode", decode.STEP, "decode", decode.evidence, decode.markdown),
         Section("numerics", numerics.STEP, "numerics", numerics.evidence, numerics.markdown),
     )

@@ -12,6 +12,7 @@ from patchkit.report.evidence import AttributionRow, Evidence
 from patchkit.report.fmt import ARROW, DASH, Block, bullets, code, gpu_col, num, table, text, verdict_word
 from patchkit.report.hardware import gpu_line
 from patchkit.report.numerics import pair_result
+from patchkit.report.occupancy import summary_line as occupancy_line
 from patchkit.report.test import new_failures, passed
 
 ORDER = ("faster", "slower", "ambiguous", "same", "no change")
@@ -186,6 +187,7 @@ def markdown(ev: Evidence) -> list[Block]:
         )
     out += [text(s) for s in _series(ev, ev.multi)]
     out += [text(s) for s in _timeline_lines(ev)]
+    out += [text(s) for s in [occupancy_line(ev)] if s]  # bench:occupancy, in the reviewer's words
     items = _bullets(ev, ev.multi)
     return out + ([bullets(items)] if items else [])
 

@@ -84,6 +84,7 @@ def test_run_end_to_end_and_report(cpu_build, work, cli):
     [case] = k["data"]["cases"]
     assert all(len(case["variants"][lab]["samples_us"]) == 3 for lab in k["data"]["labels"])
     assert steps["bench:path"]["status"] == "not_run" and "CUDA" in steps["bench:path"]["reason"]
+    assert steps["bench:occupancy"]["status"] == "not_run" and "CUDA" in steps["bench:occupancy"]["reason"]
     d = steps["bench:decode"]
     assert d["status"] == "ok" and {row["depth"] for row in d["data"]["rows"]} == {0, 256}
     # issue 27: an A/A copy of base beside the variants, one round on the CPU profile, its floor stored
@@ -131,7 +132,7 @@ def test_run_end_to_end_and_report(cpu_build, work, cli):
         "--repetitions",
         "2",
     )
-    assert again.stdout.count("done earlier") == 5
+    assert again.stdout.count("done earlier") == 6  # test, bench:kernel, bench:path, bench:occupancy, decode, numerics
     # resuming it with another test filter is refused in one line, not skipped as done
     other = cli(
         "test", "--backend", "cpu", "--work", str(work.root), "--run", run.name, "--filter", "kv=512", check=False

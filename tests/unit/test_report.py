@@ -1400,7 +1400,8 @@ def test_pr_title(tmp_path):
 
 
 def test_sections_registry_is_keyed_by_step_kind_in_report_order(tmp_path):
-    assert list(SECTIONS) == ["build", "check", "test", "bench:kernel", "bench:path", "bench:decode", "numerics"]
+    kinds = ["build", "check", "test", "bench:kernel", "bench:path", "bench:occupancy", "bench:decode", "numerics"]
+    assert list(SECTIONS) == kinds
     assert all(k == s.kind for k, s in SECTIONS.items())
     assert [s.slot for s in SECTIONS.values()] == [
         "builds",
@@ -1408,6 +1409,7 @@ def test_sections_registry_is_keyed_by_step_kind_in_report_order(tmp_path):
         "tests",
         "kernel",
         "kernel_path",
+        "occupancy",
         "decode",
         "numerics",
     ]

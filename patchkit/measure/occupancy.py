@@ -1,0 +1,247 @@
+"""Step `bench:occupancy`: occupancy and memory traffic per launch of the kernel-path cases (ncu), and
+the self-check of patchkit.occupancy against ncu's own blocks per SM.
+
+Per variant and case (the cases `bench:path` profiles: bench:kernel's timed cases that match the
+recipe's path-params), one `ncu --section LaunchStats --section Occupancy --section SpeedOfLight
+--section MemoryWorkloadAnalysis` run over the first launches of the case (one run per case: a
+test-backend-ops process that runs several cases launches hundreds to thousands of kernels per case, so
+a launch count cannot be shared between cases). GGML_TEST_PERF_MIN_US=0 (patches/local/0002) keeps the
+unprofiled rest of the case short. ncu replays each kernel with flushed caches: its durations explain
+(shares, DRAM %), bench:kernel times.
+
+Self-check: patchkit.occupancy.occupancy() on each profiled launch (registers, block size, shared
+memory as ncu printed them) with the limits of ncu's compute capability and ncu's carveout
+(launch__shared_mem_config_size) must give ncu's blocks per SM (the least of its limits); a launch where
+it does not is listed and the step fails.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+from patchkit import occupancy as occ
+from patchkit import parsers, proc
+from patchkit.errors import OptionError, ParseError, ToolNotFound
+from patchkit.measure import reuse
+from patchkit.measure.kernel import MIN_US_ENV
+from patchkit.measure.path import exact_params_regex
+from patchkit.measure.tool import Bins, Built, completed_from_log, run_logged
+from patchkit.options import RunOptions
+from patchkit.parsers.ncu import LaunchStats
+from patchkit.results import Bundle, Status, Step
+
+STEP = "bench:occupancy"
+SECTIONS = ("LaunchStats", "Occupancy", "SpeedOfLight", "MemoryWorkloadAnalysis")
+METRICS = "dram__bytes.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum"
+# the first 8 launches of each case: two ops where an op launches 4 kernels (+0001's dequantize x2, f16, fixup),
+# four of base's (vec, combine); each run's `ops` says how many whole ops it held (the report flags fewer than 2)
+LAUNCH_COUNT = 8
+ENV = {MIN_US_ENV: "0"}  # one timed graph after the warm-up: the profiled launches are the warm-up's first
+
+
+def ncu_argv(b: Bins, *, backend: str, op: str, params: str, launch_count: int) -> list:
+    argv: list = ["ncu", "--clock-control", "none", "--csv", "--print-units", "base", "--print-metric-name", "name"]
+    for s in SECTIONS:
+        argv += ["--section", s]
+    argv += ["--metrics", METRICS, "--launch-count", str(launch_count), b.exe("test-backend-ops")]
+    return [*argv, "perf", "-b", backend, "-o", op, "-p", exact_params_regex(params)]
+
+
+def _profile(bundle: Bundle, b: Bins, i: int, argv: list, cache: Path | None, timeout: float):
+    """(launches or None, why, log, reused-from) of one variant and case: ncu, or the log of the same
+    binary profiled the same way before (by build key)."""
+    exe_at = argv.index(b.exe("test-backend-ops"))
+    k = ""
+    if cache and b.key:
+        args = [str(a) for a in argv[:exe_at] + argv[exe_at + 1 :]]
+        k = reuse.key(b.key, "ncu-occupancy", (*args, str(ENV)))
+    hit = reuse.lookup(cache, k) if k and cache else None
+    name = f"ncu-occ-case{i}-{b.variant}"
+    if hit is not None:
+        log = bundle.raw_log(name)
+        reuse.copy_into(*hit, log)
+        done, why, origin = completed_from_log(log), "", hit[1]
+    else:
+        done, why, log = run_logged(bundle, name, argv, timeout=timeout, env=ENV, separate_stderr=True)
+        origin = ""
+    if why or done is None:
+        return None, why or "no output", log, origin
+    try:
+        launches = parsers.parse_ncu_occupancy(done.stdout, str(log))
+    except ParseError as e:
+        return None, str(e), log, origin
+    if k and cache and not origin and not bundle.replay:
+        reuse.store(cache, k, bundle, log)
+    return launches, "", log, origin
+
+
+def formula(k: LaunchStats) -> dict:
+    """patchkit.occupancy on the launch as ncu measured it, with ncu's cc and carveout; {'error': why}
+    when the launch lacks what the formula needs or its cc is unknown."""
+    need = {"registers": k.registers, "block_size": k.block_size, "smem_static": k.smem_static}
+    need["smem_dynamic"] = k.smem_dynamic
+    if lack := [n for n, v in need.items() if v is None]:
+        return {"error": f"ncu printed no {', '.join(lack)}"}
+    try:
+        lim = occ.limits(k.cc)
+        o = occ.occupancy(
+            launch(k),
+            lim,
+            carveout=int(k.smem_config) if k.smem_config is not None else None,
+            sms=int(k.sm_count) if k.sm_count else None,
+        )
+    except OptionError as e:
+        return {"error": str(e)}
+    return {
+        "blocks_per_sm": o.blocks_per_sm,
+        "limiter": o.limiter,
+        "limits": o.limits,
+        "theoretical_pct": round(100 * o.theoretical, 2),
+        "carveout": o.carveout,
+        "waves": o.waves,
+        # the driver picks the carveout per launch: a cliff at ncu's carveout would say nothing of a launch
+        # with more shared memory, so the cliff is at the default preference (patchkit.occupancy's docstring)
+        "cliff": occ.cliff(launch(k), lim),
+    }
+
+
+def launch(k: LaunchStats | dict) -> occ.Launch:
+    """The formula's launch of a measured one (a LaunchStats or its stored dict)."""
+    g = k if isinstance(k, dict) else k.to_dict()
+    return occ.Launch(
+        registers=int(g["registers"]),
+        threads=int(g["block_size"]),
+        smem_static=int(g["smem_static"]),
+        smem_dynamic=int(g["smem_dynamic"]),
+        grid=int(g["grid_size"]) if g.get("grid_size") is not None else None,
+    )
+
+
+def launch_record(k: LaunchStats) -> dict:
+    """A launch as stored: ncu's fields, its blocks per SM and limiters, the formula's answer and whether
+    they agree."""
+    d = k.to_dict()
+    d["blocks_per_sm"], d["limiters"] = k.blocks_per_sm, list(k.limiters)
+    f = formula(k)
+    d["formula"] = f
+    d["selfcheck"] = "error" if "error" in f else ("ok" if f["blocks_per_sm"] == k.blocks_per_sm else "mismatch")
+    return d
+
+
+def _ops(names: list[str]) -> int:
+    """How many whole repetitions of one op's launch sequence the profiled launches hold (the shortest
+    period of the kernel names; 1 when they do not repeat)."""
+    n = len(names)
+    for p in range(1, n // 2 + 1):
+        if all(names[j] == names[j + p] for j in range(n - p)):
+            return n // p
+    return 1
+
+
+def run_occupancy(
+    bundle: Bundle,
+    bins: list[Bins],
+    *,
+    backend: str,
+    op: str,
+    cases: list[str],
+    counts: list[int],
+    timeout: float = 600,
+    cache: Path | None = None,
+) -> Step:
+    t0 = time.monotonic()
+    try:
+        if not bundle.replay:
+            proc.which("ncu")
+    except ToolNotFound as e:
+        return Step(name=STEP, status=Status.NOT_RUN, reason=f"ncu (Nsight Compute) not available: {e}")
+    out_cases, logs, errors, reused = [], [], [], {}
+    for i, (p, n) in enumerate(zip(cases, counts)):
+        per: dict[str, dict] = {}
+        for b in bins:
+            argv = ncu_argv(b, backend=backend, op=op, params=p, launch_count=n)
+            launches, why, log, origin = _profile(bundle, b, i, argv, cache, timeout)
+            logs.append(bundle.rel(log))
+            if origin:
+                reused[f"{b.variant} case {i}"] = origin
+            if launches is None:
+                errors.append(f"{b.variant} case {i}: {why}")
+                continue
+            per[b.variant] = {
+                "launches": [launch_record(k) for k in launches],
+                "ops": _ops([k.kernel_name for k in launches]),
+                "log": bundle.rel(log),
+            }
+        out_cases.append({"params": p, "launch_count": n, "variants": per})
+    bad = [
+        f"{v} case {i} launch {k['id']}"
+        for i, c in enumerate(out_cases)
+        for v, d in c["variants"].items()
+        for k in d["launches"]
+        if k["selfcheck"] != "ok"
+    ]
+    if bad:
+        errors.append(f"self-check: the formula's blocks per SM differ from ncu's for {len(bad)} launch(es): {bad[0]}")
+    some = any(c["variants"] for c in out_cases)
+    status = Status.ERROR if errors and not some else (Status.FAIL if errors else Status.OK)
+    return Step(
+        name=STEP,
+        status=status,
+        reason="; ".join(errors),
+        seconds=round(time.monotonic() - t0, 1),
+        logs=logs,
+        data={"cases": out_cases, "env": ENV, **({"reused_from": reused} if reused else {})},
+    )
+
+
+def cases_of(built: Built, opts: RunOptions) -> list[str]:
+    """The kernel-path cases: bench:kernel's timed cases matching the recipe's path-params (as bench:path)."""
+    kb = built.bundle.step("bench:kernel")
+    cases = [c["params"] for c in (kb.data.get("cases", []) if kb else [])]
+    if opts.kernel.path_params:
+        cases = [c for c in cases if re.search(opts.kernel.path_params, c)]
+    return cases
+
+
+def step(built: Built, opts: RunOptions, name: str) -> Step:
+    if built.backend != "cuda":
+        return Step(name=name, status=Status.NOT_RUN, reason="occupancy needs a CUDA build and ncu")
+    if (skip := built.nothing_to_compare(name)) is not None:
+        return skip
+    cases = cases_of(built, opts)
+    if not cases:
+        return Step(name=name, status=Status.NOT_RUN, reason="no kernel cases (bench:kernel did not run)")
+    cache = built.ctx.ws.cache / "measure" if opts.reuse else None
+    s = run_occupancy(
+        built.bundle,
+        built.measured,
+        backend=opts.device,
+        op=opts.kernel.op,
+        cases=cases,
+        counts=[LAUNCH_COUNT] * len(cases),  # fixed: bench:path may still be running beside this step
+        cache=cache,
+    )
+    s.data["target_gpus"] = list(opts.kernel.target_gpus)
+    return s
+
+
+def inputs(built: Built, opts: RunOptions, name: str) -> dict:
+    return {"op": opts.kernel.op, "path_params": opts.kernel.path_params, "target_gpus": list(opts.kernel.target_gpus)}
+
+
+def reparse(bundle: Bundle, old: Step, bins: list[Bins]) -> Step:
+    d = old.data
+    cs = d.get("cases", [])
+    profiled = {v for c in cs for v in c.get("variants", {})}  # not those that compile to base's code
+    s = run_occupancy(
+        bundle,
+        [b for b in bins if b.variant in profiled],
+        backend="CUDA0",
+        op="FLASH_ATTN_EXT",
+        cases=[c["params"] for c in cs],
+        counts=[int(c.get("launch_count", LAUNCH_COUNT)) for c in cs],
+    )
+    s.data["target_gpus"] = list(d.get("target_gpus", []))
+    return s

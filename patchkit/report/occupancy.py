@@ -1,0 +1,394 @@
+"""`bench:occupancy`: per case, the dominant kernels of each variant with ncu's blocks per SM (and what
+limits them), occupancy, DRAM and L2; the self-check of the formula; then the predicted table per target
+GPU from the compile checks (patchkit.report.occupancy_predict), labelled predicted."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+import patchkit.report.occupancy_predict as pred
+from patchkit import occupancy as occ
+from patchkit.errors import OptionError
+from patchkit.report.evidence import Evidence, StepRun
+from patchkit.report.fmt import (
+    ARROW,
+    DASH,
+    Block,
+    code,
+    details,
+    gpu_col,
+    logs_line,
+    not_run,
+    prefix,
+    state_label,
+    table,
+    text,
+)
+from patchkit.report.path import kernel_name
+from patchkit.report.runview import RunView, ordered
+
+STEP = "bench:occupancy"
+DOMINANT = 0.9  # kernels shown per variant: the largest shares until they add up to this (at most MAX_KERNELS)
+MAX_KERNELS = 3
+LIMITER = {"registers": "registers", "shared_mem": "shared memory", "warps": "warps", "blocks": "blocks"}
+ASSUMPTION = (
+    "Predicted, not measured: registers per thread and static shared memory from the compile check for the "
+    "target's arch (ptxas), block size, grid and dynamic shared memory from the launches measured here. It "
+    "assumes the host picks the same kernel and launch configuration on the target (true where both archs use "
+    "one config table, as ggml's Ampere MMA config serves cc 8.0 to 9.x; not where the host code branches on "
+    "the arch, e.g. a kernel choice made only from cc 8.9); waves use the measured grid, which stream-k "
+    "kernels size from the SM count."
+)
+
+
+@dataclass(kw_only=True)
+class OccKernel:
+    """One kernel (name and launch configuration) of one variant and case, over its profiled launches."""
+
+    name: str
+    launches: int
+    share: float  # of the profiled launches' ncu duration
+    total_ns: float = 0.0
+    first: dict[str, Any]  # its first launch as stored (ncu's fields, the formula's answer)
+    dram_pct: float | None = None  # mean over its launches
+    achieved_pct: float | None = None
+
+
+@dataclass(kw_only=True)
+class OccPredicted:
+    case: str
+    variant: str
+    kernel: str
+    arch: str
+    gpu: str
+    row: dict[str, Any] | None  # occupancy_predict.predict_row, or None
+    why: str = ""  # why there is no row
+
+
+@dataclass(kw_only=True)
+class OccCase:
+    params: str
+    variants: dict[str, list[OccKernel]]
+    ops: dict[str, int]
+    short: str = ""
+
+
+@dataclass(kw_only=True)
+class OccRun(StepRun):
+    cases: list[OccCase] | None = None
+    checked: int = 0  # launches self-checked
+    mismatches: list[str] = field(default_factory=list)
+    flagged: list[str] = field(default_factory=list)
+    targets: list[str] = field(default_factory=list)
+    predicted: list[OccPredicted] = field(default_factory=list)
+    measured_gpu: str = ""
+
+
+@dataclass(kw_only=True)
+class Occupancy:
+    runs: list[OccRun]
+
+
+def _group(launches: list[dict[str, Any]]) -> list[OccKernel]:
+    """Launches of one variant and case -> kernels (by name and configuration), largest share first."""
+    total = sum(k["duration_ns"] for k in launches) or 1.0
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for k in launches:
+        cfg = (k["kernel_name"], k.get("grid_size"), k.get("block_size"), k.get("smem_dynamic"), k.get("registers"))
+        groups.setdefault(cfg, []).append(k)
+    out = []
+    for ks in groups.values():
+        dram = [k["dram_pct"] for k in ks if k.get("dram_pct") is not None]
+        ach = [k["achieved_pct"] for k in ks if k.get("achieved_pct") is not None]
+        out.append(
+            OccKernel(
+                name=ks[0]["kernel_name"],
+                launches=len(ks),
+                share=sum(k["duration_ns"] for k in ks) / total,
+                total_ns=sum(k["duration_ns"] for k in ks),
+                first=ks[0],
+                dram_pct=sum(dram) / len(dram) if dram else None,
+                achieved_pct=sum(ach) / len(ach) if ach else None,
+            )
+        )
+    out.sort(key=lambda g: (-g.share, g.name))
+    return out
+
+
+def dominant(kernels: list[OccKernel]) -> list[OccKernel]:
+    out, acc = [], 0.0
+    for g in kernels:
+        if acc >= DOMINANT or len(out) >= MAX_KERNELS:
+            break
+        out.append(g)
+        acc += g.share
+    return out
+
+
+def _targets(run: RunView, data: dict[str, Any]) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """The target GPUs (the step's, else one per checked arch) and the checks' data by arch."""
+    checks = {s.name.removeprefix("check:cuda-"): s.data for s in run.steps("check:cuda-")}
+    named = list(data.get("target_gpus") or []) or pred.default_targets(list(checks))
+    return named, checks
+
+
+def _predict(run: RunView, e: OccRun, data: dict[str, Any]) -> None:
+    names, checks = _targets(run, data)
+    e.targets = names
+    for gname in names:
+        try:
+            g = occ.gpu(gname)
+        except OptionError as x:
+            e.predicted.append(OccPredicted(case="", variant="", kernel="", arch="", gpu=gname, row=None, why=str(x)))
+            continue
+        arch = next((a for a in checks if occ.arch_cc(a) == g.cc), None)
+        recs = pred.check_kernels(checks[arch]) if arch is not None else []
+        for c in e.cases or []:
+            for v, ks in c.variants.items():
+                for k in dominant(ks):
+                    p = OccPredicted(case=c.params, variant=v, kernel=k.name, arch=arch or "", gpu=g.name, row=None)
+                    if arch is None:
+                        p.why = f"no compile check for cc {g.cc} (--check-arch {g.cc.replace('.', '')})"
+                    else:
+                        rec, p.why = pred.lookup(recs, v, k.name)
+                        if rec is not None:
+                            p.row = pred.predict_row(k.first, rec, g)
+                    e.predicted.append(p)
+
+
+def _run(run: RunView, order: list[str]) -> OccRun:
+    s = run.step(STEP)
+    e = OccRun.of(run, STEP, s)
+    if s is None or s.data.get("cases") is None:
+        return e
+    hidden = set(run.same_code)
+    cases = []
+    for c in s.data["cases"]:
+        vs = {v: d for v, d in (c.get("variants") or {}).items() if v not in hidden}
+        for v, d in vs.items():
+            for k in d["launches"]:
+                e.checked += 1
+                where = f"{v} {code(kernel_name(k['kernel_name']))} (launch {k['id']})"
+                if k.get("selfcheck") != "ok":
+                    f = k.get("formula") or {}
+                    got = f.get("error") or f"formula {f.get('blocks_per_sm')} ({f.get('limiter')})"
+                    e.mismatches.append(f"{where}: ncu {k.get('blocks_per_sm')}, {got}")
+                e.flagged += [f"{where}: {x}" for x in k.get("flagged") or []]
+        cases.append(
+            OccCase(
+                params=str(c.get("params")),
+                variants={v: _group(vs[v]["launches"]) for v in ordered(vs, order)},
+                ops={v: int(vs[v].get("ops", 1)) for v in vs},
+            )
+        )
+    e.cases = cases
+    e.measured_gpu = run.gpu
+    _predict(run, e, s.data)
+    return e
+
+
+def evidence(runs: list[RunView], order: list[str]) -> Occupancy:
+    return Occupancy(runs=[_run(r, order) for r in runs])  # short case names: collect._shorten
+
+
+def limiter_words(names: list[str]) -> str:
+    return " and ".join(LIMITER.get(n, n) for n in names)
+
+
+def _f(x: Any, nd: int = 1) -> str:
+    return DASH if x is None else f"{x:.{nd}f}"
+
+
+def _measured_rows(gpu: list[str], c: OccCase) -> list[list[str]]:
+    rows = []
+    for v, ks in c.variants.items():
+        for k in dominant(ks):
+            f = k.first
+            smem = f"{int(f['smem_static'] or 0):,} + {int(f['smem_dynamic'] or 0):,}"
+            rows.append(
+                [
+                    *gpu,
+                    code(c.short),
+                    code(v),
+                    code(kernel_name(k.name)),
+                    f"x{k.launches}, {100 * k.share:.0f} %",
+                    f"{int(f['registers'])} / {int(f['block_size'])} / {int(f['grid_size']):,}",
+                    smem,
+                    f"{f['blocks_per_sm']} ({limiter_words(f['limiters'])})",
+                    f"{_f(f['theoretical_pct'])} / {_f(k.achieved_pct)}",
+                    _f(f.get("waves"), 2),
+                    _f(k.dram_pct),
+                    _f(f.get("l2_hit_pct")),
+                    _cliff(f.get("formula", {}).get("cliff")),
+                ]
+            )
+    return rows
+
+
+def _cliff(cl: dict[str, Any] | None) -> str:
+    """'+1: smem -8,272 B; -1: smem +177 B': the shared memory per block (or registers per thread) to
+    take away for one block more per SM, and to add for one block less (a resource that cannot do it: left out)."""
+    if not cl:
+        return DASH
+    parts = []
+    for sign, what, how in (("+1", "one_more", "-"), ("-1", "one_less", "+")):
+        s, r = cl.get(f"shared_memory_to_{what}"), cl.get(f"registers_to_{what}")
+        got = ([f"smem {how}{int(s):,} B"] if s is not None else []) + (
+            [f"regs {how}{int(r)}"] if r is not None else []
+        )
+        if got:
+            parts.append(f"{sign}: {', '.join(got)}")
+    return "; ".join(parts) or DASH
+
+
+def _predicted_rows(gpu: list[str], e: OccRun, c: OccCase) -> list[list[str]]:
+    rows = []
+    for p in e.predicted:
+        if p.case != c.params:
+            continue
+        r = p.row
+        head = [*gpu, p.gpu, f"sm_{p.arch}" if p.arch else DASH, code(p.variant), code(kernel_name(p.kernel))]
+        if r is None or "error" in (r or {}):
+            rows.append([*head, DASH, DASH, DASH, DASH, DASH, (r or {}).get("error") or p.why])
+            continue
+        rows.append(
+            [
+                *head,
+                f"{r['registers']} / {r['smem_static']:,}",
+                f"{r['blocks_per_sm']} ({r['limiter']})",
+                _f(r["theoretical_pct"]),
+                _f(r.get("waves"), 2),
+                _cliff(r.get("cliff")),
+                "",
+            ]
+        )
+    return rows
+
+
+def markdown(ev: Evidence, multi: bool) -> list[Block]:
+    runs = ev.occupancy.runs if ev.occupancy else []
+    have = [e for e in runs if e.cases is not None]
+    out = not_run([e for e in runs if e.cases is None and e.status != "absent"], multi)
+    if not have:
+        return out
+    inner: list[Block] = []
+    logs: list[str] = []
+    for e in have:
+        logs += e.logs
+        if e.status in ("fail", "error"):
+            out.append(text(prefix(multi, e.gpu) + "step result: " + state_label(e.status, e.reason)))
+    for c in have[0].cases or []:
+        inner += _case_tables(have, c, multi)
+    inner += _notes(have)
+    inner.append(logs_line(logs))
+    return [*out, details(_gist(have), inner)]
+
+
+MEASURED = ["case", "variant", "kernel", "launches, share", "regs / block / grid", "smem static + dynamic B"]
+MEASURED += ["blocks/SM (limiter)", "occupancy theor. / achieved %", "waves", "DRAM %", "L2 hit %", "cliff"]
+PREDICTED = ["target GPU", "arch", "variant", "kernel", "regs / static smem B", "blocks/SM (limiter)"]
+PREDICTED += ["occupancy theor. %", "waves", "cliff", "no prediction"]
+
+
+def _case_tables(have: list[OccRun], c: OccCase, multi: bool) -> list[Block]:
+    """One case: the measured table (every run), then the predicted one, labelled."""
+    same = [(e, cc) for e in have for cc in e.cases or [] if cc.params == c.params]
+    rows = [r for e, cc in same for r in _measured_rows(gpu_col(multi, e.gpu), cc)]
+    out = [text(f"Case {code(c.short)}, measured (ncu):"), table([*gpu_col(multi, "GPU"), *MEASURED], rows)]
+    prow = [r for e, cc in same for r in _predicted_rows(gpu_col(multi, e.gpu), e, cc)]
+    if prow:
+        out.append(text(f"Case {code(c.short)}, predicted (not measured):"))
+        out.append(table([*gpu_col(multi, "GPU"), *PREDICTED], prow))
+    return out
+
+
+def _notes(have: list[OccRun]) -> list[Block]:
+    out = []
+    for e in have:
+        ok = e.checked - len(e.mismatches)
+        sc = (
+            "Self-check: patchkit.occupancy on each launch as measured (ncu's cc, registers, block, shared memory "
+            f"and carveout) gives ncu's blocks per SM for {ok} of {e.checked} profiled launches"
+        )
+        out.append(text(sc + (": differ: " + "; ".join(e.mismatches) if e.mismatches else ".")))
+        if e.flagged:
+            out.append(text("Impossible values ncu printed (kept, flagged): " + "; ".join(e.flagged)))
+        few = [f"{code(v)} {code(c.short)}" for c in e.cases or [] for v, n in c.ops.items() if n < 2]
+        if few:
+            out.append(
+                text(
+                    "The profiled launches do not repeat one op's launch sequence twice for "
+                    + ", ".join(few)
+                    + ": they may not cover a whole op, and the shares may leave out a kernel."
+                )
+            )
+    out.append(
+        text(
+            "ncu replays each kernel with caches flushed: its durations and shares explain where the time goes, "
+            "the kernel timing above times. Shares: of the profiled launches' ncu duration; achieved occupancy and "
+            "DRAM % (of peak): the mean over the kernel's launches, the rest its first launch's. Cliff: bytes of "
+            "shared memory (or registers per thread) per block to remove for one block more per SM / to add for one "
+            "block less (+1 / -1; a resource that cannot do it alone is left out), with the carveout free to "
+            "grow as the driver's is. Limits: registers, shared memory "
+            "(at the carveout the driver chose), warps, blocks."
+        )
+    )
+    if any(e.predicted for e in have):
+        out.append(text(ASSUMPTION))
+    return out
+
+
+def _gist(have: list[OccRun]) -> str:
+    n = sum(len(e.cases or []) for e in have)
+    bad = sum(len(e.mismatches) for e in have)
+    checked = sum(e.checked for e in have)
+    tg = sorted({p.gpu for e in have for p in e.predicted if p.row})
+    return f"occupancy of {n} cases (ncu), self-check {checked - bad}/{checked}" + (
+        f"; predicted for {', '.join(tg)}" if tg else ""
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The summary's line
+
+
+def summary_line(ev: Evidence) -> str:
+    """'flash_attn_ext_f16<...> (+0001 -> +0001+0002, kv=122880): blocks per SM 2 -> 4 on the H200 (ncu), 1 -> 3
+    predicted on an RTX 4070 (shared memory)': the kernel of the largest share whose blocks per SM change
+    between two adjacent variants, in the case with the longest profiled time; '' when none changes."""
+    best: tuple | None = None
+    for e in ev.occupancy.runs if ev.occupancy else []:
+        for c in e.cases or []:
+            vs = list(c.variants)
+            for a, b in itertools.pairwise(vs):
+                by_a = {kernel_name(k.name): k for k in dominant(c.variants[a])}
+                for k in dominant(c.variants[b]):
+                    old = by_a.get(kernel_name(k.name))
+                    if old is None or old.first["blocks_per_sm"] == k.first["blocks_per_sm"]:
+                        continue
+                    score = (sum(g.total_ns for g in c.variants[b]), k.share + old.share)
+                    if best is None or score > best[0]:
+                        best = (score, e, c, a, b, old, k)
+    if best is None:
+        return ""
+    _, e, c, a, b, old, k = best
+    s = (
+        f"Occupancy of {code(kernel_name(k.name))} ({code(a)} {ARROW} {code(b)}, {code(c.short)}): blocks per SM "
+        f"{old.first['blocks_per_sm']} {ARROW} {k.first['blocks_per_sm']} on the {e.measured_gpu} (ncu, "
+        f"{limiter_words(k.first['limiters'])})"
+    )
+    for g in e.targets:
+        pa = _pred(e, c.params, a, old.name, g)
+        pb = _pred(e, c.params, b, k.name, g)
+        if pa and pb:
+            s += f", {pa['blocks_per_sm']} {ARROW} {pb['blocks_per_sm']} predicted on an {g} ({pb['limiter']})"
+    return s + "."
+
+
+def _pred(e: OccRun, case: str, variant: str, kernel: str, gpu: str) -> dict[str, Any] | None:
+    for p in e.predicted:
+        if (p.case, p.variant, p.kernel, p.gpu) == (case, variant, kernel, gpu) and p.row and "error" not in p.row:
+            return p.row
+    return None
