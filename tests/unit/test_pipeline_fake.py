@@ -225,7 +225,8 @@ def test_a_finished_step_is_skipped_on_resume_and_refused_when_its_inputs_change
     x[0] = 2
     with pytest.raises(ResultsError, match=r"step fake was done with x=1 \(now 2\); rerun with the same options"):
         rig.run([k])
-    assert len(calls) == 1 and rig.bundle.step("fake").data["inputs"] == {"build_keys": {}, "x": 1}  # the old result kept
+    # the old result kept
+    assert len(calls) == 1 and rig.bundle.step("fake").data["inputs"] == {"build_keys": {}, "x": 1}
     rig.run([k], redo=True)
     assert len(calls) == 2 and rig.bundle.step("fake").data["inputs"] == {"build_keys": {}, "x": 2}
 
