@@ -121,8 +121,11 @@ def _check_one(
     one: BuildOptions,
     changed: list[str],
     logs: Path,
+    also: tuple[str, ...] = (),
 ) -> list[CheckItem]:
-    """One variant's compile check for one configuration (one arch)."""
+    """One variant's compile check for one configuration (one arch). `also`: units compiled beside the
+    variant's own (the series end's, so that every variant has the resource report of the kernels the
+    series changes: patchkit.occupancy's predictions compare variants kernel by kernel)."""
     arch = one.archs[0] if one.archs else "cpu"
     tc = toolchain(one)
     root = ws.builds(recipe.name, f"check-{one.config}")
@@ -136,6 +139,7 @@ def _check_one(
         sources = [s for s in sources if s not in cleared]
         print(f"check {state.name} arch {arch}: {len(cleared)} units left out: the changed rows are not read there")
         items += [CheckItem(variant=state.name, arch=arch, source=s, ok=True, cleared=w) for s, w in cleared.items()]
+    sources += [s for s in also if s not in sources and s not in cleared and (tree / s).is_file()]
     objs = object_targets(bdir, sources, tc.env)
     left = [s for s in sources if s not in objs]
     if left:
@@ -165,8 +169,12 @@ def check(
     for arch in opts.archs or ("cpu",):
         one = BuildOptions(**{**asdict(opts), "archs": (arch,) if opts.backend == "cuda" else ()})
         with ws.lock(ws.builds(recipe.name, f"check-{one.config}")):
-            for state in patched:
-                items += _check_one(recipe, base, ws, state, one, changed_by[state.name], logs)
+            # the series end first: the units it compiles are compiled for the other variants too
+            end = _check_one(recipe, base, ws, patched[-1], one, changed_by[patched[-1].name], logs)
+            also = tuple(i.source for i in compiled(end) if i.source.endswith(".cu"))
+            for state in patched[:-1]:
+                items += _check_one(recipe, base, ws, state, one, changed_by[state.name], logs, also)
+            items += end
     return items
 
 
