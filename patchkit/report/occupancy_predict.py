@@ -198,7 +198,11 @@ def lookup(records: list[dict[str, Any]], variant: str, kernel: str) -> tuple[di
         return None, "kernel name not readable"
     hits = [r for r in records if r.get("variant") == variant and kernel_key(str(r.get("name", ""))) == key]
     if not hits:
-        return None, "not in this variant's compile check (it compiles only the units the variant's patches change)"
+        return (
+            None,
+            "not in this variant's compile check (it compiles the units its patches change and the CUDA units "
+            "the series end compiles)",
+        )
     if len({(int(r["registers"]), int(r.get("smem", 0))) for r in hits}) > 1:
         return None, "ambiguous: compiled with different resources under one name"
     return hits[0], ""

@@ -16,6 +16,7 @@ import pytest
 from patchkit import replay, report
 from patchkit.measure import occupancy as occ_step
 from patchkit.measure import resources
+from patchkit.report import occupancy as occ_report
 from patchkit.report import occupancy_predict as pred
 from patchkit.results import Bundle
 from tests.unit.test_report import section, tables
@@ -137,7 +138,7 @@ def test_the_summary_says_it_in_the_reviewers_words(run):
     f16 = "`flash_attn_ext_f16<256, 256, 1, 8, 0, 0, 0>`"
     assert line.startswith(f"Occupancy of {f16} (`+0001` -> `+0001+0002`, `kv=122880, nb=1, type_K=q4_0, type_V=q4_0`)")
     assert "blocks per SM 2 -> 4 on the " in line and "(ncu, registers and shared memory)" in line
-    assert line.endswith("1 -> 3 predicted on an RTX 4070 (shared memory).")
+    assert line.endswith(f"1 -> 3 predicted on an RTX 4070 (shared memory) ({occ_report.PREDICTED_ASSUMES}).")
 
 
 def test_named_targets_and_a_target_without_its_check(tmp_path):
