@@ -14,7 +14,7 @@ from pathlib import Path
 
 from patchkit import proc
 from patchkit.errors import CommandError, ParseError, ToolNotFound
-from patchkit.parsers.common import split_lines
+from patchkit.parsers.common import kernel_name, split_lines
 from patchkit.parsers.ptxas import KernelResources, parse_ptxas
 
 PTXAS_VERBOSE = "--ptxas-options=-v"
@@ -65,16 +65,7 @@ def demangle(names: list[str]) -> dict[str, str]:
 
 def short_name(demangled: str) -> str:
     """The kernel name with its template arguments, without 'void ' and the parameter list."""
-    s = demangled.removeprefix("void ")
-    depth = 0
-    for i, ch in enumerate(s):
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth -= 1
-        elif ch == "(" and depth == 0:
-            return s[:i]
-    return s
+    return kernel_name(demangled)
 
 
 def match_key(name: str) -> str:

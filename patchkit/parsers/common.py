@@ -69,3 +69,18 @@ def strip_interleaved_logs(text: str) -> str:
         if new == text:
             return text
         text = new
+
+
+def kernel_name(name: str) -> str:
+    """A demangled kernel name without 'void ' and its parameter list: 'void flash_attn_ext_f16<256, 256,
+    8>(const char*, ...)' -> 'flash_attn_ext_f16<256, 256, 8>' (ncu's names and c++filt's alike)."""
+    s = name.removeprefix("void ")
+    depth = 0
+    for i, ch in enumerate(s):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif ch == "(" and depth == 0 and i > 0:
+            return s[:i]
+    return s

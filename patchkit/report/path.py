@@ -6,6 +6,7 @@ names it `bench:path`, as everything else does.
 
 from __future__ import annotations
 
+from patchkit.parsers.common import kernel_name
 from patchkit.report.evidence import Evidence, KernelPath, PathCase, PathData, PathRun
 from patchkit.report.fmt import (
     DASH,
@@ -46,20 +47,6 @@ def _run(run: RunView, order: list[str]) -> PathRun:
 
 def evidence(runs: list[RunView], order: list[str]) -> KernelPath:
     return KernelPath(runs=[_run(r, order) for r in runs])
-
-
-def kernel_name(name: str) -> str:
-    """'void flash_attn_ext_f16<256, 256, 8>(const char*, ...)' -> 'flash_attn_ext_f16<256, 256, 8>'."""
-    s = name.removeprefix("void ")
-    depth = 0
-    for i, ch in enumerate(s):
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth -= 1
-        elif ch == "(" and depth == 0 and i > 0:
-            return s[:i]
-    return s
 
 
 def _rows(gpu: list[str], c: PathCase) -> list[list[str]]:
