@@ -303,7 +303,7 @@ def parse_ncu_occupancy(text: str, source: str) -> list[LaunchStats]:
         r = _loose_row(s, header, source, i + 1, last=i + 1 == last)
         if r["ID"] == "ID" or not r["Metric Name"]:  # a repeated header, or a rule's row
             continue
-        _add_occ_metric(groups, r, source, i + 1)
+        _add_metric(groups, r, source, i + 1)
     if header is None:
         raise err(source, None, "no ncu CSV header found (expected a line starting with '\"ID\",'): not ncu --csv")
     if not groups:
@@ -330,26 +330,9 @@ def _min_width(header: list[str]) -> int:
     return 1 + max(header.index(c) for c in _REQUIRED)
 
 
-def _add_occ_metric(groups: dict[tuple[str, str], dict[str, Any]], r: dict[str, str], source: str, n: int) -> None:
-    key = (r.get("Process ID", ""), r["ID"])
-    g = groups.get(key)
-    if g is None:
-        if _opt_int(r["ID"]) is None:
-            raise err(source, n, f"ncu CSV: ID is not a number: {snip(r['ID'], 30)}")
-        g = groups[key] = {"row": r, "line": n, "metrics": {}, "duration": None}
-    name, unit, value = r["Metric Name"], r.get("Metric Unit", ""), r["Metric Value"]
-    x = _number(value)
-    if name == _DURATION:
-        scale = _TIME_UNITS.get(unit.strip() or "ns")
-        if x is None or scale is None:
-            raise err(source, n, f"ncu CSV: {_DURATION} is not a time: {snip(value, 30)} {snip(unit, 20)}")
-        g["duration"] = x * scale
-    elif x is not None:
-        g["metrics"][name] = x
-
-
 def _occ_launch(launch_id: str, g: dict[str, Any], source: str) -> LaunchStats:
-    r, m = g["row"], g["metrics"]
+    r = g["row"]
+    m = {k: v for k, v in g["metrics"].items() if not isinstance(v, str)}  # the numbers (no 'n/a')
     if g["duration"] is None:
         raise err(
             source, g["line"], f"ncu launch ID {launch_id} ({snip(r['Kernel Name'], 40)}) has no '{_DURATION}' metric"
