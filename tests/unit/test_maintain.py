@@ -443,7 +443,10 @@ def test_each_candidate_says_which_route_it_takes(tmp_path):
     ws = Workspace.at(tmp_path / "work")
     local = Base(source="git", upstream=f"o/r@{a}", git=GitBase(url=str(src), commit=a))
     info = source.fetch(local, ws, offline=True)
-    assert bases.route_line(a, local, info, ws) == f"route: git {src} (a local clone: works offline); any commit"
+    assert bases.route_line(a, local, info, ws) == (
+        f"route: git {src} (a local clone: works offline); any commit; "
+        "no known llama-cpp-python sdist vendors it: git route only"
+    )
     # the record patchkit writes of the seed's sdist base (the 0.3.36 import, verified upstream)
     v36 = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
     record = {"key": "sdist-llama-cpp-python-0.3.36", "commit": v36, "route": "sdist", "upstream_verified": True}
@@ -452,7 +455,7 @@ def test_each_candidate_says_which_route_it_takes(tmp_path):
     line = bases.route_line(v36, remote, source.BaseInfo(**{**info.to_dict(), "commit": v36}), ws)
     assert line == (
         "route: git https://example.invalid/l.git (needs the network unless cached); any commit; "
-        "also vendored by sdist:0.3.36"
+        "also vendored by sdist:0.3.36 (the sdist route: offline)"
     )
     sd = SdistBase(name="llama-cpp-python", version="0.3.36", sha256="0" * 64)
     sdist = Base(source="sdist", upstream=f"ggml-org/llama.cpp@{v36}", sdist=sd)
