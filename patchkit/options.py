@@ -54,7 +54,7 @@ class Machine:
 
 
 def this_machine() -> Machine:
-    from patchkit import env  # the CUDA driver through ctypes: [] where there is no driver or device
+    from patchkit.measure import env  # the CUDA driver through ctypes: [] where there is no driver or device
 
     # the CPUs this process may run on (a container's cpuset), not the host's count
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -183,14 +183,14 @@ class RunOptions:
     force: bool = False
     run: str = ""  # resume (or name) this run folder
     redo: bool = False
-    steps: tuple[str, ...] = ()  # step kinds to run, in pipeline order (patchkit.steps)
+    steps: tuple[str, ...] = ()  # step kinds to run, in pipeline order (patchkit.run.steps)
     skip: tuple[str, ...] = ()  # step kinds or instance names not to run
     check_archs: tuple[str, ...] = ()
     measure_same_code: bool = False  # also measure variants that compile to base's code
-    overlap: bool = True  # builds and CPU steps beside the GPU steps (patchkit.lanes)
+    overlap: bool = True  # builds and CPU steps beside the GPU steps (patchkit.run.lanes)
     overlap_timing: bool = False  # CPU steps also beside the steps that time kernels (default: held)
     reuse: bool = True  # reuse finished deterministic measurements by key (patchkit.measure.reuse)
-    changed: bool = False  # measure only what changed since each variant's last build (patchkit.scope)
+    changed: bool = False  # measure only what changed since each variant's last build (patchkit.run.scope)
     test: TestOptions
     kernel: KernelOptions
     decode: DecodeOptions
@@ -359,7 +359,7 @@ def resolve_run(
 def _target_gpus(names: tuple[str, ...]) -> tuple[str, ...]:
     """--target-gpu / bench.kernel.target-gpus as the names of patchkit/data/gpus.toml (an unknown or
     ambiguous name: one line, before anything is written)."""
-    from patchkit import occupancy
+    from patchkit.measure import occupancy_formula as occupancy
 
     try:
         return tuple(dict.fromkeys(occupancy.gpu(n).name for n in names))

@@ -154,12 +154,12 @@ class Prose:
 class Affects:
     """A [[affects]] rule: a change that only edits rows of `macro` in `file` can affect only the
     test-backend-ops cases matching `params`, a regex with each row's columns put in ({DKQ}). Used by
-    `--changed` (patchkit.scope); a change the rules do not cover can affect every case."""
+    `--changed` (patchkit.run.scope); a change the rules do not cover can affect every case."""
 
     file: str  # path in the llama.cpp tree
     macro: str  # the function-like macro each row calls
     params: str  # e.g. 'hsk={DKQ},hsv={DV},'
-    units: str = ""  # regex of unit paths whose code reads only the rows `uses` selects (patchkit.units)
+    units: str = ""  # regex of unit paths whose code reads only the rows `uses` selects (patchkit.build.units)
     uses: str = ""  # e.g. 'ncols1 * ncols2 == ncols': whether such a unit reads a row
 
 
@@ -175,13 +175,13 @@ class Recipe:
     kernel: KernelBench = field(default_factory=KernelBench)
     decode: DecodeBench = field(default_factory=DecodeBench)
     numerics: Numerics = field(default_factory=Numerics)
-    model: dict[str, object] = field(default_factory=dict)  # synthetic model spec (patchkit.model)
+    model: dict[str, object] = field(default_factory=dict)  # synthetic model spec (patchkit.measure.model)
     prose: Prose = field(default_factory=Prose)
     sweep: dict[str, object] = field(default_factory=dict)  # the [sweep] table (patchkit.sweep validates it)
     profiles: dict[str, Profile] = field(default_factory=dict)  # backend -> its defaults ([profile.cpu])
-    affects: tuple[Affects, ...] = ()  # [[affects]]: what a row edit can affect (patchkit.scope)
+    affects: tuple[Affects, ...] = ()  # [[affects]]: what a row edit can affect (patchkit.run.scope)
     # the optional tables the recipe has ("bench.decode", "model", "numerics", ...): a step whose table is
-    # missing is not run on defaults (patchkit.steps.unmet); None: every table (a recipe made in code)
+    # missing is not run on defaults (patchkit.run.steps.unmet); None: every table (a recipe made in code)
     sections: frozenset[str] | None = None
 
     def has(self, section: str) -> bool:
@@ -386,7 +386,7 @@ def _check_affects(a: Affects, where: str, file: Path) -> None:
         re.compile(re.sub(r"\{\w+\}", "0", a.params))
     except re.error as e:
         raise RecipeError(f"{file}: {where}.params: not a regex with {{column}} fields: {e}") from None
-    from patchkit import units  # units reads Affects from here
+    from patchkit.build import units  # units reads Affects from here
 
     units.check_rule(a, f"{file}: {where}")
 

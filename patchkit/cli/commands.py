@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 from patchkit import build as build_mod
-from patchkit import parsers, pipeline, publish, replay, report, steps, unitcheck
+from patchkit import parsers, report
+from patchkit.build import unitcheck
 from patchkit.cli import executor as cli_executor
 from patchkit.cli.base import (
     Command,
@@ -26,7 +27,9 @@ from patchkit.cli.base import (
 from patchkit.errors import PatchkitError, ResultsError
 from patchkit.measure.decode import synth_model
 from patchkit.options import build_options, defaults_line, describe, env_value, resolve_run
+from patchkit.report import publish
 from patchkit.results import Bundle, latest_run
+from patchkit.run import pipeline, replay, steps
 from patchkit.workspace import refuse_own_state
 
 

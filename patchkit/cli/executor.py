@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import argparse
 
-from patchkit import executor, steps
+from patchkit import executor
 from patchkit.cli.base import ctx_of
 from patchkit.options import defaults_line, env_value, resolve_run
+from patchkit.run import steps
 
 
 def add_executor(p: argparse.ArgumentParser) -> None:

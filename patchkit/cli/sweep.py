@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from patchkit import env
 from patchkit.cli.base import Command, add_common, ctx_of, non_negative_int, positive_int
+from patchkit.measure import env
 from patchkit.options import build_options
 from patchkit.sweep.gpu import GpuOptions
 from patchkit.sweep.run import SweepOptions, run_sweep

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from patchkit import pipeline
 from patchkit.executor.jobs import ExecutorOptions, Job, Outcome
 from patchkit.options import Context
 from patchkit.results import Bundle
+from patchkit.run import pipeline
 
 
 def run_job(ctx: Context, job: Job) -> tuple[Bundle, int]:

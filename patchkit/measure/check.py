@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from patchkit import build as build_mod
-from patchkit import unitcheck
+from patchkit.build import unitcheck
 from patchkit.measure import resources
 from patchkit.measure.tool import Built
 from patchkit.options import RunOptions

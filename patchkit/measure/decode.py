@@ -8,15 +8,16 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from patchkit import model as model_mod
-from patchkit import parsers, stats, upstreamdb
+from patchkit import parsers
 from patchkit.errors import ParseError, RecipeError
+from patchkit.measure import model as model_mod
+from patchkit.measure import stats
 from patchkit.measure.clocks import Clocks
 from patchkit.measure.kernel import MAX_ROUNDS, MAX_SECONDS, SETTLED, upstream_db
 from patchkit.measure.tool import Bins, Built, run_logged
 from patchkit.options import Context, RunOptions
 from patchkit.progress import Progress
-from patchkit.results import Bundle, Status, Step
+from patchkit.results import Bundle, Status, Step, upstreamdb
 
 # ---------------------------------------------------------------------------------------------
 # Decode: llama-bench, variants interleaved round by round

@@ -14,13 +14,14 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from patchkit import parsers, stats, upstreamdb
+from patchkit import parsers
 from patchkit.errors import ParseError, ResultsError
+from patchkit.measure import stats
 from patchkit.measure.clocks import Clocks
 from patchkit.measure.tool import Bins, Built, missing_options, run_logged
 from patchkit.options import RunOptions
 from patchkit.progress import Progress
-from patchkit.results import Bundle, Status, Step
+from patchkit.results import Bundle, Status, Step, upstreamdb
 
 MIN_US_ENV = "GGML_TEST_PERF_MIN_US"  # patches/local/0002: the timed time of each case per process
 

@@ -1,5 +1,5 @@
 """Step `bench:occupancy`: occupancy and memory traffic per launch of the kernel-path cases (ncu), and
-the self-check of patchkit.occupancy against ncu's own blocks per SM.
+the self-check of patchkit.measure.occupancy_formula against ncu's own blocks per SM.
 
 Per variant and case (the cases `bench:path` profiles: bench:kernel's timed cases that match the
 recipe's path-params), one `ncu --section LaunchStats --section Occupancy --section SpeedOfLight
@@ -9,7 +9,7 @@ a launch count cannot be shared between cases). GGML_TEST_PERF_MIN_US=0 (patches
 unprofiled rest of the case short. ncu replays each kernel with flushed caches: its durations explain
 (shares, DRAM %), bench:kernel times.
 
-Self-check: patchkit.occupancy.occupancy() on each profiled launch (registers, block size, shared
+Self-check: patchkit.measure.occupancy_formula.occupancy() on each profiled launch (registers, block size, shared
 memory as ncu printed them) with the limits of ncu's compute capability and ncu's carveout
 (launch__shared_mem_config_size) must give ncu's blocks per SM (the least of its limits); a launch where
 it does not is listed and the step fails.
@@ -21,9 +21,9 @@ import re
 import time
 from pathlib import Path
 
-from patchkit import occupancy as occ
 from patchkit import parsers, proc
 from patchkit.errors import OptionError, ParseError, ToolNotFound
+from patchkit.measure import occupancy_formula as occ
 from patchkit.measure import reuse
 from patchkit.measure.kernel import MIN_US_ENV
 from patchkit.measure.path import exact_params_regex
@@ -78,7 +78,7 @@ def _profile(bundle: Bundle, b: Bins, i: int, argv: list, cache: Path | None, ti
 
 
 def formula(k: LaunchStats) -> dict:
-    """patchkit.occupancy on the launch as ncu measured it, with ncu's cc and carveout; {'error': why}
+    """patchkit.measure.occupancy_formula on the launch as ncu measured it, with ncu's cc and carveout; {'error': why}
     when the launch lacks what the formula needs or its cc is unknown."""
     need = {"registers": k.registers, "block_size": k.block_size, "smem_static": k.smem_static}
     need["smem_dynamic"] = k.smem_dynamic
@@ -102,7 +102,7 @@ def formula(k: LaunchStats) -> dict:
         "carveout": o.carveout,
         "waves": o.waves,
         # the driver picks the carveout per launch: a cliff at ncu's carveout would say nothing of a launch
-        # with more shared memory, so the cliff is at the default preference (patchkit.occupancy's docstring)
+        # with more shared memory, so the cliff is at the default preference (occupancy_formula's docstring)
         "cliff": occ.cliff(launch(k), lim),
     }
 

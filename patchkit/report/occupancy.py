@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import patchkit.report.occupancy_predict as pred
-from patchkit import occupancy as occ
 from patchkit.errors import OptionError
+from patchkit.measure import occupancy_formula as occ
 from patchkit.report.evidence import Evidence, StepRun
 from patchkit.report.fmt import (
     ARROW,

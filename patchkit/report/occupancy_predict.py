@@ -14,8 +14,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from patchkit import occupancy as occ
 from patchkit.errors import OptionError
+from patchkit.measure import occupancy_formula as occ
 
 _BUILTIN = {
     "v": "void",

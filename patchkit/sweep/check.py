@@ -33,11 +33,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from patchkit import build, proc, vcs
+from patchkit.build import table as tbl
 from patchkit.errors import ApplyError, BuildError
 from patchkit.parsers.compiler import failed_objects
 from patchkit.recipe import Recipe
 from patchkit.source import sha256_file
-from patchkit.sweep import table as tbl
 from patchkit.sweep.points import Plan, Point
 from patchkit.sweep.spec import SweepError, SweepSpec, evaluate, expression_names, parse_expression
 from patchkit.sweep.store import Store

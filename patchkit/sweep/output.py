@@ -19,11 +19,11 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from patchkit import stats
+from patchkit.build.table import format_value
+from patchkit.measure import stats
 from patchkit.sweep.check import invalid_reason
 from patchkit.sweep.search import Compared, Timing, compare
 from patchkit.sweep.store import Store
-from patchkit.sweep.table import format_value
 from patchkit.workspace import read_json, write_atomic
 
 
@@ -289,7 +289,7 @@ def load(store: Store) -> tuple[dict, list[View], View | None, dict | None]:
 
 def floor_md(cases_info: dict, vs: list[View], top: View | None) -> str:
     """Per case: the time one run would take at the device's peak DRAM bandwidth, moving the bytes
-    the op must move at least once (patchkit.stats.op_bytes), and how far the starting row and the
+    the op must move at least once (patchkit.measure.stats.op_bytes), and how far the starting row and the
     best point are from it."""
     peak, op = cases_info.get("peak_bw_gbs"), cases_info.get("op", "")
     ref = next((v for v in vs if v.reference and v.timing is not None), None)

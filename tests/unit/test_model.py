@@ -1,4 +1,4 @@
-"""patchkit.model: spec validation, the GGUF it writes (read back with gguf.GGUFReader), determinism."""
+"""patchkit.measure.model: spec validation, the GGUF it writes (read back with gguf.GGUFReader), determinism."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from patchkit.errors import RecipeError
-from patchkit.model import (
+from patchkit.measure.model import (
     MIN_VOCAB,
     SyntheticModelSpec,
     build_vocab,
@@ -153,7 +153,7 @@ def test_vocab_shape(n_vocab):
 
 
 def expected_tensors(s: SyntheticModelSpec) -> dict[str, tuple[int, ...]]:
-    """name -> ggml ne (GGUFReader's shape order), written out independently of patchkit.model."""
+    """name -> ggml ne (GGUFReader's shape order), written out independently of patchkit.measure.model."""
     e, q, kv, ff = s.n_embd, s.n_head * s.head_dim, s.n_head_kv * s.head_dim, s.n_ff
     out = {"token_embd.weight": (e, s.n_vocab), "output_norm.weight": (e,), "output.weight": (e, s.n_vocab)}
     for i in range(s.n_layer):
@@ -308,7 +308,7 @@ def test_missing_gguf_is_a_one_line_error(tmp_path):
         tmp_path,
         f"""
         from patchkit.errors import PatchkitError
-        from patchkit.model import SyntheticModelSpec, write_synthetic_gguf
+        from patchkit.measure.model import SyntheticModelSpec, write_synthetic_gguf
         try:
             write_synthetic_gguf("m.gguf", SyntheticModelSpec(**{SMALL!r}))
         except PatchkitError as e:
@@ -329,7 +329,7 @@ def test_gguf_py_path_is_used_when_gguf_is_missing(tmp_path):
     r = run_without_gguf(
         tmp_path,
         f"""
-        from patchkit.model import SyntheticModelSpec, write_synthetic_gguf
+        from patchkit.measure.model import SyntheticModelSpec, write_synthetic_gguf
         import sys
         p = write_synthetic_gguf("m.gguf", SyntheticModelSpec(**{SMALL!r}), gguf_py={str(gguf_py)!r})
         print("gguf from", sys.modules["gguf"].__file__)
@@ -349,7 +349,7 @@ def test_llama_cpp_tree_root_is_accepted_as_gguf_py(tmp_path):
     r = run_without_gguf(
         tmp_path,
         f"""
-        from patchkit.model import SyntheticModelSpec, write_synthetic_gguf
+        from patchkit.measure.model import SyntheticModelSpec, write_synthetic_gguf
         write_synthetic_gguf("m.gguf", SyntheticModelSpec(**{SMALL!r}), gguf_py={str(tree)!r})
         """,
     )
@@ -362,7 +362,7 @@ def test_bad_gguf_py_path_is_an_error(tmp_path):
         tmp_path,
         f"""
         from patchkit.errors import PatchkitError
-        from patchkit.model import SyntheticModelSpec, write_synthetic_gguf
+        from patchkit.measure.model import SyntheticModelSpec, write_synthetic_gguf
         try:
             write_synthetic_gguf("m.gguf", SyntheticModelSpec(), gguf_py={str(tmp_path / "nowhere")!r})
         except PatchkitError as e:

@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import replay, report
+from patchkit import report
 from patchkit.measure import occupancy as occ_step
 from patchkit.measure import resources
 from patchkit.report import occupancy as occ_report
 from patchkit.report import occupancy_predict as pred
 from patchkit.results import Bundle
+from patchkit.run import replay
 from tests.unit.test_report import section, tables
 
 ROOT = Path(__file__).resolve().parents[2]

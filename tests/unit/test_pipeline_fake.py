@@ -1,4 +1,4 @@
-"""patchkit.pipeline and patchkit.lanes with fake step kinds: no llama.cpp, no builds (seconds).
+"""patchkit.run.pipeline and patchkit.run.lanes with fake step kinds: no llama.cpp, no builds (seconds).
 
 The seam: `pipeline.run_steps(built, opts, lane, todo)` takes the (kind, name) pairs to run, so fake
 `steps.StepKind`s go in where `steps.STEPS` would. The lane is the real `lanes.BuildLane` (its CPU
@@ -19,12 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import lanes, pipeline, proc, steps
+from patchkit import proc
 from patchkit.errors import PatchkitError, ResultsError, ToolNotFound
 from patchkit.measure.tool import Bins, Built
 from patchkit.options import Context, resolve_run
 from patchkit.recipe import parse_recipe
 from patchkit.results import Bundle, Status, Step
+from patchkit.run import lanes, pipeline, steps
 from patchkit.source import BaseInfo
 from patchkit.workspace import Workspace
 

@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from patchkit import build as build_mod
-from patchkit import compiled, proc, series, source
+from patchkit import proc, series, source
+from patchkit.build import compiled
 from patchkit.measure.tool import Bins
 from patchkit.options import Context, RunOptions
 from patchkit.results import Bundle, Status, Step
@@ -37,7 +38,7 @@ def _relative(d: dict, root: Path, run: Path) -> dict:
 
 CPU_STEPS = "cpu-steps"  # the process group of the CPU lane's steps (patchkit.proc.held)
 CPU_STEPS_NICE = 19  # their niceness: they run on what the builds and the GPU steps leave idle
-GPU_SIDE = "gpu-side"  # the process group of the GPU steps that do not time kernels (patchkit.pipeline)
+GPU_SIDE = "gpu-side"  # the process group of the GPU steps that do not time kernels (patchkit.run.pipeline)
 GPU_SIDE_NICE = 5  # below the builds (the tests' CPU reference runs beside them), above the CPU steps
 
 

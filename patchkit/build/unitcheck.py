@@ -15,7 +15,7 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from patchkit import proc, units
+from patchkit import proc
 from patchkit.build import (
     BuildOptions,
     Toolchain,
@@ -27,6 +27,7 @@ from patchkit.build import (
     run_ninja,
     source_root,
     toolchain,
+    units,
 )
 from patchkit.parsers.compiler import failed_objects
 from patchkit.recipe import Recipe
@@ -125,7 +126,7 @@ def _check_one(
 ) -> list[CheckItem]:
     """One variant's compile check for one configuration (one arch). `also`: units compiled beside the
     variant's own (the series end's, so that every variant has the resource report of the kernels the
-    series changes: patchkit.occupancy's predictions compare variants kernel by kernel)."""
+    series changes: patchkit.measure.occupancy_formula's predictions compare variants kernel by kernel)."""
     arch = one.archs[0] if one.archs else "cpu"
     tc = toolchain(one)
     root = ws.builds(recipe.name, f"check-{one.config}")

@@ -7,12 +7,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchkit import pipeline, steps
 from patchkit.errors import ResultsError
 from patchkit.measure.tool import Bins
 from patchkit.options import Context
 from patchkit.recipe import Recipe
 from patchkit.results import Bundle, Status, Step, new_run_id
+from patchkit.run import pipeline, steps
 from patchkit.workspace import write_json
 
 
@@ -58,7 +58,7 @@ def reparse_step(bundle: Bundle, name: str, recipe: Recipe | None = None) -> Ste
 
 @dataclass(frozen=True, kw_only=True)
 class ImportRequest:
-    tool: str  # an ImportSpec.tool of patchkit.steps
+    tool: str  # an ImportSpec.tool of patchkit.run.steps
     logs: tuple[tuple[str, Path], ...]  # (variant, file); a variant's second log is its second round
     suite: str = "flash_attn"
     backend: str = "cuda"

@@ -6,7 +6,7 @@ result depends on, its reparse from raw logs, what `patchkit import` can feed it
 section. Adding a step = one entry here plus its module in patchkit/measure/ (and its report section
 in patchkit/report/).
 
-Fetch, apply and build come before every step (patchkit.pipeline); `build:<config>` is recorded
+Fetch, apply and build come before every step (patchkit.run.pipeline); `build:<config>` is recorded
 like a step but is not in this table because every step needs it.
 """
 
@@ -51,7 +51,7 @@ class StepKind:
     reparse: Callable[[Bundle, Step, list[Bins]], Step] | None = None
     imports: ImportSpec | None = None
     section: str = ""  # its section of the report: a key of patchkit.report.SECTIONS ('' = the name)
-    timing: bool = False  # it times kernels: the CPU lane's steps are held while it runs (patchkit.pipeline)
+    timing: bool = False  # it times kernels: the CPU lane's steps are held while it runs (patchkit.run.pipeline)
     after: tuple[str, ...] = ()  # steps it reads, run first when the same command runs them
     tools: tuple[str, ...] = ()  # the programs it runs: `[build] targets` must build them (else: not run)
     tables: tuple[str, ...] = ()  # the recipe tables that ask for it (else: not run, never on defaults)
