@@ -274,7 +274,15 @@ OPTIONS: tuple[Option, ...] = (
     _flag("force", "discard uncommitted edits in variant trees", "--force"),
     _o("run", "resume (or name) this run folder instead of starting a new one", "--run", default=""),
     _flag("redo", "redo steps that finished in this run", "--redo"),
-    _o("skip", "a step (or step:instance) not to run (repeatable)", "--skip", default=(), type="strs", action="append"),
+    _o(
+        "skip",
+        "a step (or step:instance) not to run (repeatable)",
+        "--skip",
+        default=(),
+        type="strs",
+        action="append",
+        metavar="STEP",
+    ),
     _o(
         "check_archs",
         "also compile-check the touched translation units for this CUDA arch (repeatable)",
