@@ -132,11 +132,12 @@ class KernelOptions:
     rounds: int  # the least rounds of every case (bench:kernel's min samples)
     path_params: str
     # bench:kernel's adaptive rounds (patchkit.measure.kernel.Timing, docs/kernel-timing.md)
-    max_rounds: int = 10  # a case stops after this many rounds even if not settled
-    max_noise: float = 0.005  # settled: relative stdev of every binary's samples at most this
-    min_time_s: float = 0.5  # settled: at least this much timed time of every binary
-    max_seconds: int = 600  # no new round past this many seconds of test-backend-ops (0: no cap)
-    min_us: int = 1_000_000  # GGML_TEST_PERF_MIN_US: each case's least timed time per process
+    # (the defaults of these and every other setting: patchkit.option_set, declared once)
+    max_rounds: int  # a case stops after this many rounds even if not settled
+    max_noise: float  # settled: relative stdev of every binary's samples at most this
+    min_time_s: float  # settled: at least this much timed time of every binary
+    max_seconds: int  # no new round past this many seconds of test-backend-ops (0: no cap)
+    min_us: int  # GGML_TEST_PERF_MIN_US: each case's least timed time per process
     target_gpus: tuple[str, ...] = ()  # bench:occupancy: GPUs predicted for (names of patchkit/data/gpus.toml)
 
 
