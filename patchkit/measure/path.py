@@ -104,13 +104,7 @@ def run_kernel_path(
         reason="; ".join(errors),
         seconds=round(time.monotonic() - t0, 1),
         logs=logs,
-        data={
-            "cases": out_cases,
-            "launch_count": launch_count,
-            "backend": backend,
-            "op": op,
-            **({"reused_from": reused} if reused else {}),
-        },
+        data={"cases": out_cases, "launch_count": launch_count, **({"reused_from": reused} if reused else {})},
     )
 
 
@@ -137,8 +131,8 @@ def inputs(built: Built, opts: RunOptions, name: str) -> dict:
 
 
 def recorded_target(bundle: Bundle, d: dict) -> tuple[str, str]:
-    """(test-backend-ops device, op) a step profiled: its own record, else that of the bench:kernel step
-    whose cases it took (runs before the step recorded them)."""
+    """(test-backend-ops device, op) a step profiled: its own record where it has one, else that of the
+    bench:kernel step whose cases it took (bench:path runs on those cases, with that device and op)."""
     kb = bundle.step("bench:kernel")
     kd = kb.data if kb is not None else {}
     backend, op = d.get("backend") or kd.get("backend"), d.get("op") or kd.get("op")
