@@ -134,12 +134,23 @@ def test_the_section_shows_measured_and_predicted_tables(run):
 
 
 def test_the_summary_says_it_in_the_reviewers_words(run):
+    """From base to the series' end: base's vector kernel (base's own sm_89 compile of
+    fattn-vec-instance-q4_0-q4_0.cu: 255 registers, 2 blocks on an RTX 4070) to the end's MMA kernel."""
     summ = section(_md(run), "### Summary")
-    line = next(ln for ln in summ.splitlines() if ln.startswith("Occupancy of"))
-    f16 = "`flash_attn_ext_f16<256, 256, 1, 8, 0, 0, 0>`"
-    assert line.startswith(f"Occupancy of {f16} (`+0001` -> `+0001+0002`, `kv=122880, nb=1, type_K=q4_0, type_V=q4_0`)")
-    assert "blocks per SM 2 -> 4 on the " in line and "(ncu, registers and shared memory)" in line
-    assert line.endswith(f"1 -> 3 predicted on an RTX 4070 (shared memory) ({occ_report.PREDICTED_ASSUMES}).")
+    line = next(ln for ln in summ.splitlines() if ln.startswith("Occupancy from"))
+    vec, f16 = "`flash_attn_ext_vec<256, 1, 2, 2, 0>`", "`flash_attn_ext_f16<256, 256, 1, 8, 0, 0, 0>`"
+    assert line.startswith(
+        "Occupancy from `base` to `+0001+0002` (`kv=122880, nb=1, type_K=q4_0, type_V=q4_0`): "
+        f"{vec} (`base`) -> {f16} (`+0001`, `+0001+0002`): "
+    )
+    assert "blocks per SM 2 -> 2 -> 4 on the NVIDIA H200 (ncu, registers and shared memory)" in line
+    assert line.endswith(f", 2 -> 1 -> 3 predicted on an RTX 4070 (shared memory) ({occ_report.PREDICTED_ASSUMES}).")
+
+
+def test_the_summary_without_base_in_the_check_marks_it_unpredicted(tmp_path):
+    run = make_run(tmp_path, checked=("+0001", "+0001+0002"))
+    line = next(ln for ln in section(_md(run), "### Summary").splitlines() if ln.startswith("Occupancy from"))
+    assert ", - -> 1 -> 3 predicted on an RTX 4070 (shared memory)" in line
 
 
 def test_named_targets_and_a_target_without_its_check(tmp_path):
@@ -207,5 +218,5 @@ def test_a_variant_the_check_did_not_compile_gets_no_prediction(tmp_path):
     assert by[("`+0001+0002`", f16)][5] == "3 (shared memory)"
     assert by[("`+0001`", f16)][-1].startswith("not in this variant's compile check")
     assert by[("`base`", "`flash_attn_ext_vec<256, 1, 2, 2, 0>`")][5] == "-"
-    line = next(ln for ln in section(md, "### Summary").splitlines() if ln.startswith("Occupancy of"))
+    line = next(ln for ln in section(md, "### Summary").splitlines() if ln.startswith("Occupancy from"))
     assert line.endswith("on the NVIDIA H200 (ncu, registers and shared memory).")  # no prediction to compare
