@@ -12,7 +12,6 @@ from patchkit.measure.tool import Built
 from patchkit.options import RunOptions
 from patchkit.results import Status, Step
 
-
 _KV = re.compile(r"type_K=([A-Za-z0-9_]+),type_V=([A-Za-z0-9_]+)")
 _K = re.compile(r"type_K=([A-Za-z0-9_]+)")
 

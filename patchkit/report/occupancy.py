@@ -355,12 +355,13 @@ def _gist(have: list[OccRun]) -> str:
 
 
 def summary_line(ev: Evidence) -> str:
-    """'Occupancy from `base` to `+0001+0002` (kv=122880): `flash_attn_ext_vec<...>` (`base`) -> `flash_attn_ext_f16<...>`
-    (`+0001`, `+0001+0002`): blocks per SM 2 -> 2 -> 4 on the H200 (ncu, registers), 2 -> 1 -> 3 predicted on an
-    RTX 4070 (shared memory)'. The kernel is the one of the largest share whose blocks per SM change between two
-    adjacent variants, in the case with the longest profiled time (`_changed`); the line follows it from the
-    first variant to the series' end, and a variant that does not launch it (base before the series picks
-    it) is read at its own largest-share kernel. '' when no kernel's blocks per SM change."""
+    """E.g. 'Occupancy from `base` to `+0001+0002` (kv=122880): `flash_attn_ext_vec<...>` (`base`) ->
+    `flash_attn_ext_f16<...>` (`+0001`, `+0001+0002`): blocks per SM 2 -> 2 -> 4 on the H200 (ncu, registers),
+    2 -> 1 -> 3 predicted on an RTX 4070 (shared memory)'. The kernel is the one of the largest share whose
+    blocks per SM change between two adjacent variants, in the case with the longest profiled time
+    (`_changed`); the line follows it from the first variant to the series' end, and a variant that does not
+    launch it (base, before the series picks it) is read at its own largest-share kernel. '' when no
+    kernel's blocks per SM change."""
     got = _changed(ev)
     if got is None:
         return ""
