@@ -39,7 +39,10 @@ def test_expand_finds_the_units_under_either_layout(tmp_path):
         (t / root / "ggml.c").write_text("")
         (t / root / "ggml-cuda" / "fattn.cu").write_text("")
         got = unitcheck.expand(t, (VEC, f"{root}/ggml-cuda/fattn.cu", f"{root}/ggml-cuda/gone.cu"))
-        assert got == [f"{root}/ggml-cuda/template-instances/fattn-vec-instance-q4_0-q4_0.cu", f"{root}/ggml-cuda/fattn.cu"]
+        assert got == [
+            f"{root}/ggml-cuda/template-instances/fattn-vec-instance-q4_0-q4_0.cu",
+            f"{root}/ggml-cuda/fattn.cu",
+        ]
 
 
 class _State:
