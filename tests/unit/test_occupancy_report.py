@@ -266,3 +266,11 @@ def test_a_variant_the_check_did_not_compile_gets_no_prediction(tmp_path):
     assert by[("`base`", "`flash_attn_ext_vec<256, 1, 2, 2, 0>`")][5] == "-"
     line = next(ln for ln in section(md, "### Summary").splitlines() if ln.startswith("Occupancy from"))
     assert line.endswith("on the NVIDIA H200 (ncu, registers and shared memory).")  # no prediction to compare
+
+
+def test_the_step_holds_the_other_gpu_steps_but_not_the_cpu_lane():
+    from patchkit.run.steps import STEPS
+
+    kinds = {k.name: k for k in STEPS}
+    assert kinds["bench:occupancy"].timing and not kinds["bench:occupancy"].holds_cpu
+    assert kinds["bench:kernel"].holds_cpu and kinds["bench:decode"].holds_cpu
