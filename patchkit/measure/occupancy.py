@@ -2,8 +2,9 @@
 the self-check of patchkit.measure.occupancy_formula against ncu's own blocks per SM.
 
 Per variant and case (the cases `bench:path` profiles: bench:kernel's timed cases that match the
-recipe's path-params), one `ncu --section LaunchStats --section Occupancy --section SpeedOfLight
---section MemoryWorkloadAnalysis` run over the first launches of the case (one run per case: a
+recipe's path-params), one `ncu --metrics <METRICS>` run (only the metrics the step reads; the four
+sections LaunchStats, Occupancy, SpeedOfLight, MemoryWorkloadAnalysis where this ncu refuses a name) over
+the first launches of the case (one run per case: a
 test-backend-ops process that runs several cases launches hundreds to thousands of kernels per case, so
 a launch count cannot be shared between cases). GGML_TEST_PERF_MIN_US=0 (patches/local/0002) keeps the
 unprofiled rest of the case short. ncu replays each kernel with flushed caches: its durations explain
