@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
-from patchkit.cli.base import Command, add_common, ctx_of, non_negative_int, positive_int
+from patchkit import option_set
+from patchkit.cli.base import Command, add_common, add_options, ctx_of, non_negative_int, positive_int
 from patchkit.measure import env
 from patchkit.options import build_options
 from patchkit.sweep.gpu import GpuOptions
@@ -57,9 +59,7 @@ class Sweep(Command):
             "short timing for all, longer for the best third, ... (default: the spec's)",
         )
         p.add_argument("--check-only", action="store_true", help="compile checks only (no GPU needed)")
-        p.add_argument(
-            "--jobs", "-j", type=non_negative_int, default=0, help="parallel compile jobs (default: ninja's)"
-        )
+        add_options(p, "build.jobs", build_jobs="parallel compile jobs (default: ninja's)")
         p.add_argument(
             "--lanes",
             type=positive_int,
@@ -72,7 +72,7 @@ class Sweep(Command):
             metavar="A",
             help="the GPU's architecture: the measured build (default: the recipe's build.arch / PATCHKIT_ARCH)",
         )
-        p.add_argument("--test-jobs", type=non_negative_int, default=0, help="test-backend-ops -j of the test suites")
+        add_options(p, "test.jobs", test_jobs="test-backend-ops -j of the test suites")
         p.add_argument(
             "--confirm-rounds",
             type=non_negative_int,
@@ -83,9 +83,14 @@ class Sweep(Command):
     def run(self, args: argparse.Namespace) -> int:
         ctx = ctx_of(args)
         spec = spec_of(args, ctx.recipe)
+        # -j, --test-jobs and the kernels' least timed time through the one chain (recipe < PATCHKIT_* < flag)
+        got = option_set.resolve(
+            ("build.jobs", "test.jobs", "kernel.min_us"), vars(args), os.environ, recipe=ctx.recipe
+        )
+        jobs = int(got["build.jobs"].value)  # type: ignore[call-overload]
         gpu = None
         if not args.check_only:  # both checked before anything is fetched or written
-            cli = {"arch": [args.build_arch] if args.build_arch else [], "jobs": args.jobs, "backend": "cuda"}
+            cli = {"arch": [args.build_arch] if args.build_arch else [], "jobs": jobs, "backend": "cuda"}
             bopts = build_options(ctx.recipe, cli)
             if len(bopts.archs) != 1 or not bopts.archs[0].isdigit():
                 raise SweepError(
@@ -99,11 +104,11 @@ class Sweep(Command):
                 )
             gpu = GpuOptions(
                 opts=bopts,
-                test_jobs=args.test_jobs,
-                min_us=ctx.recipe.kernel.min_us,
+                test_jobs=int(got["test.jobs"].value),  # type: ignore[call-overload]
+                min_us=int(got["kernel.min_us"].value),  # type: ignore[call-overload]
                 confirm_rounds=args.confirm_rounds,
             )
-        run_sweep(ctx, spec, SweepOptions(check_only=args.check_only, jobs=args.jobs, lanes=args.lanes, gpu=gpu))
+        run_sweep(ctx, spec, SweepOptions(check_only=args.check_only, jobs=jobs, lanes=args.lanes, gpu=gpu))
         return 0
 
 
