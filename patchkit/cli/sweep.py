@@ -11,6 +11,7 @@ from patchkit.cli.base import Command, add_common, add_options, ctx_of, non_nega
 from patchkit.measure import env
 from patchkit.options import build_options
 from patchkit.sweep.gpu import GpuOptions
+from patchkit.sweep.occupancy import FILTERS
 from patchkit.sweep.run import SweepOptions, run_sweep
 from patchkit.sweep.spec import STRATEGIES, SweepError, SweepSpec, load_spec, override, parse_sweep
 
@@ -23,7 +24,14 @@ def spec_of(args: argparse.Namespace, recipe) -> SweepSpec:
         if not recipe.sweep:  # the recipe keeps [sweep] as written; it is validated here
             raise SweepError(f"{recipe.path}: no [sweep] table; give one with --spec FILE (see docs/sweep.md)")
         spec = parse_sweep(dict(recipe.sweep), f"{recipe.path}: sweep")
-    return override(spec, params=tuple(args.param), archs=tuple(args.arch), strategy=args.strategy or "")
+    return override(
+        spec,
+        params=tuple(args.param),
+        archs=tuple(args.arch),
+        strategy=args.strategy or "",
+        target_gpus=tuple(args.target_gpu),
+        occupancy_filter=args.occupancy_filter or "",
+    )
 
 
 class Sweep(Command):
@@ -57,6 +65,21 @@ class Sweep(Command):
             default=None,
             help="grid: time every valid point; halving: "
             "short timing for all, longer for the best third, ... (default: the spec's)",
+        )
+        p.add_argument(
+            "--target-gpu",
+            action="append",
+            default=[],
+            metavar="NAME",
+            help="predict occupancy on this GPU, e.g. 'RTX 4070' (repeatable; replaces the spec's predict.targets; "
+            "its arch must be compile-checked)",
+        )
+        p.add_argument(
+            "--occupancy-filter",
+            choices=FILTERS,
+            default=None,
+            help="below-start: do not time points predicted below the starting row's blocks per SM on the first "
+            "target GPU; none: show the prediction only (default: the spec's predict.filter, else none)",
         )
         p.add_argument("--check-only", action="store_true", help="compile checks only (no GPU needed)")
         add_options(p, "build.jobs", build_jobs="parallel compile jobs (default: ninja's)")
