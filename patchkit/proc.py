@@ -203,7 +203,7 @@ def _preexec(parent: int, dog: int, nice: int = 0) -> Callable[[], None]:
 
 
 # Held processes: the CPU lane's steps (compile checks) are stopped while a step that times kernels
-# runs, so that no compile shares the machine with a timing (patchkit.pipeline). A thread says which
+# runs, so that no compile shares the machine with a timing (patchkit.run.pipeline). A thread says which
 # group its processes belong to (`group`); `held(group)` stops the running ones and makes new ones
 # wait, until it ends.
 _local = threading.local()

@@ -22,6 +22,7 @@ else:  # pragma: no cover
 
 from patchkit import vendored
 from patchkit.errors import RecipeError
+from patchkit.option_set import default
 from patchkit.workspace import SAFE_RULE, is_safe_component
 
 DEFAULT_RECIPE = "default"
@@ -89,15 +90,17 @@ class KernelBench:
     op: str = "FLASH_ATTN_EXT"
     params: str = ""  # regex for test-backend-ops -p
     test_file: str = ""  # exact test file (test-backend-ops --test-file), replaces params
-    rounds: int = 3
+    rounds: int = default("kernel.rounds")
     backend: str = ""  # default: the build's backend device (CUDA0 / CPU)
     path_params: str = ""  # regex: which of the timed cases get kernel names (ncu); empty: all
     # adaptive rounds (patchkit.measure.kernel, docs/kernel-timing.md); `rounds` is the least
-    max_rounds: int = 10  # a case stops after this many rounds even if not settled
-    max_noise: float = 0.005  # settled: relative stdev of every binary's samples at most this
-    min_time: float = 0.5  # settled: at least this many seconds timed of every binary
-    max_seconds: int = 600  # no new round past this many seconds of test-backend-ops (0: no cap)
-    min_us: int = 1_000_000  # GGML_TEST_PERF_MIN_US (patches/local/0002): least timed time per case
+    max_rounds: int = default("kernel.max_rounds")  # a case stops after this many rounds even if not settled
+    max_noise: float = default("kernel.max_noise")  # settled: relative stdev of every binary's samples at most this
+    min_time: float = default("kernel.min_time_s")  # settled: at least this many seconds timed of every binary
+    max_seconds: int = default(
+        "kernel.max_seconds"
+    )  # no new round past this many seconds of test-backend-ops (0: no cap)
+    min_us: int = default("kernel.min_us")  # GGML_TEST_PERF_MIN_US (patches/local/0002): least timed time per case
     target_gpus: tuple[str, ...] = ()  # bench:occupancy: GPUs to predict for (patchkit/data/gpus.toml names)
 
 
@@ -127,6 +130,9 @@ class Numerics:
     n_predict: int = 64
     kl_chunks: int = 4
     kl_ctx: int = 512
+    # [model] keys numerics overrides: its comparisons (greedy text, KL against base) need the attention
+    # shape of [model] (the kernels a variant picks), not its width (docs/kernel-timing.md, "Budget")
+    model: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -155,12 +161,12 @@ class Prose:
 class Affects:
     """A [[affects]] rule: a change that only edits rows of `macro` in `file` can affect only the
     test-backend-ops cases matching `params`, a regex with each row's columns put in ({DKQ}). Used by
-    `--changed` (patchkit.scope); a change the rules do not cover can affect every case."""
+    `--changed` (patchkit.run.scope); a change the rules do not cover can affect every case."""
 
     file: str  # path in the llama.cpp tree
     macro: str  # the function-like macro each row calls
     params: str  # e.g. 'hsk={DKQ},hsv={DV},'
-    units: str = ""  # regex of unit paths whose code reads only the rows `uses` selects (patchkit.units)
+    units: str = ""  # regex of unit paths whose code reads only the rows `uses` selects (patchkit.build.units)
     uses: str = ""  # e.g. 'ncols1 * ncols2 == ncols': whether such a unit reads a row
 
 
@@ -176,13 +182,13 @@ class Recipe:
     kernel: KernelBench = field(default_factory=KernelBench)
     decode: DecodeBench = field(default_factory=DecodeBench)
     numerics: Numerics = field(default_factory=Numerics)
-    model: dict[str, object] = field(default_factory=dict)  # synthetic model spec (patchkit.model)
+    model: dict[str, object] = field(default_factory=dict)  # synthetic model spec (patchkit.measure.model)
     prose: Prose = field(default_factory=Prose)
     sweep: dict[str, object] = field(default_factory=dict)  # the [sweep] table (patchkit.sweep validates it)
     profiles: dict[str, Profile] = field(default_factory=dict)  # backend -> its defaults ([profile.cpu])
-    affects: tuple[Affects, ...] = ()  # [[affects]]: what a row edit can affect (patchkit.scope)
+    affects: tuple[Affects, ...] = ()  # [[affects]]: what a row edit can affect (patchkit.run.scope)
     # the optional tables the recipe has ("bench.decode", "model", "numerics", ...): a step whose table is
-    # missing is not run on defaults (patchkit.steps.unmet); None: every table (a recipe made in code)
+    # missing is not run on defaults (patchkit.run.steps.unmet); None: every table (a recipe made in code)
     sections: frozenset[str] | None = None
 
     def has(self, section: str) -> bool:
@@ -413,7 +419,7 @@ def _check_affects(a: Affects, where: str, file: Path) -> None:
         re.compile(re.sub(r"\{\w+\}", "0", a.params))
     except re.error as e:
         raise RecipeError(f"{file}: {where}.params: not a regex with {{column}} fields: {e}") from None
-    from patchkit import units  # units reads Affects from here
+    from patchkit.build import units  # units reads Affects from here
 
     units.check_rule(a, f"{file}: {where}")
 

@@ -244,7 +244,7 @@ def checkout_base(repo: vcs.Repo, tree: Path, commit: str, prune: tuple[str, ...
     """A worktree at `tree` on `commit` (detached), with the recipe's pruned paths left out."""
     if not (tree / ".git").exists():
         tree.parent.mkdir(parents=True, exist_ok=True)
-        with _WORKTREES:  # the build lane and the CPU steps may add one each at once (patchkit.lanes)
+        with _WORKTREES:  # the build lane and the CPU steps may add one each at once (patchkit.run.lanes)
             repo.git.worktree("prune")
             repo.git.worktree("add", "--no-checkout", "--detach", "--force", str(tree), commit)
     wt = vcs.repo(tree)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from patchkit import pipeline
 from patchkit.build import BuildOptions
 from patchkit.cli.base import Command, add_build, add_common, ctx_of
 from patchkit.maintain import bases, newest, rebase, refresh
@@ -12,6 +11,7 @@ from patchkit.maintain.trial import render_table
 from patchkit.options import Context, build_options, resolve_run
 from patchkit.recipe import Recipe
 from patchkit.results import Bundle
+from patchkit.run import pipeline
 
 
 def _trial_build_options(recipe: Recipe, args: argparse.Namespace) -> BuildOptions:

@@ -16,11 +16,11 @@ import tarfile
 import time
 from pathlib import Path, PurePosixPath
 
-from patchkit import pipeline
 from patchkit.errors import LockError, ResultsError
 from patchkit.executor.jobs import Job
 from patchkit.options import Context
 from patchkit.results import Bundle, Status, Step
+from patchkit.run import pipeline
 from patchkit.workspace import read_json, write_json
 
 COMPARED_META = ("base", "variants", "recipe_info", "backend", "archs")  # copied from a finished run

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchkit import build as build_mod
-from patchkit import pipeline
 from patchkit.errors import LockError, PatchkitError
 from patchkit.executor.jobs import Job
 from patchkit.executor.local import run_job
 from patchkit.options import Context, context
 from patchkit.results import LOCK
+from patchkit.run import pipeline
 
 PREPARE_LOCK = "executor-prepare"  # <work>/locks/executor-prepare.lock: one prepare at a time per work folder
 

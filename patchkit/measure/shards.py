@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from patchkit import stats
+from patchkit.measure import stats
 
 
 def split(cases: list[str], procs: int) -> list[str]:

@@ -18,7 +18,7 @@ from patchkit.measure.tool import Bins, Built, completed_from_log, failure, miss
 from patchkit.options import RunOptions
 from patchkit.progress import Progress
 from patchkit.results import Bundle, Status, Step
-from patchkit.scope import both as scope_both
+from patchkit.run.scope import both as scope_both
 
 # ---------------------------------------------------------------------------------------------
 # test-backend-ops test
@@ -114,7 +114,7 @@ def _variant_processes(
     n = len(parts)
     names = [f"test-{suite}-{b.variant}" + (f"-{i + 1}of{n}" if n > 1 else "") for i in range(n)]
     each = jobs // n or jobs
-    group = proc.current_group()  # the workers' processes belong to this thread's group (patchkit.pipeline)
+    group = proc.current_group()  # the workers' processes belong to this thread's group (patchkit.run.pipeline)
 
     def one(nm: str, a) -> _Process:
         with proc.group(*group):

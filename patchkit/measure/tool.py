@@ -12,8 +12,8 @@ from patchkit import parsers, proc
 from patchkit.errors import ParseError, ToolNotFound
 from patchkit.options import Context
 from patchkit.results import Bundle, Status, Step
-from patchkit.scope import Scope
-from patchkit.scope import both as scope_both
+from patchkit.run.scope import Scope
+from patchkit.run.scope import both as scope_both
 from patchkit.series import VariantState
 from patchkit.source import BaseInfo
 
@@ -39,7 +39,7 @@ class Built:
     states: tuple[VariantState, ...]  # the variant trees (base first)
     variants: Variants
     backend: str  # cuda | cpu
-    scope: Scope | None = None  # --changed: what this run measures (patchkit.scope)
+    scope: Scope | None = None  # --changed: what this run measures (patchkit.run.scope)
 
     @property
     def bins(self) -> list[Bins]:

@@ -37,7 +37,7 @@ build and check give one list per run (their configs); collect joins them into E
 others give their Evidence field (Tests, Kernel, KernelPath, Decode, Numerics).
 
 Deterministic: the same bundles give the same bytes (no clock, sorted keys, fixed number formats; the
-ratios computed between two patched variants use patchkit.stats, which draws no random numbers).
+ratios computed between two patched variants use patchkit.measure.stats, which draws no random numbers).
 patchkit writes no prose: the author's text comes from the recipe (recorded in results.json as
 recipe_info); everything else is a heading, a fixed label, or a sentence generated from the data.
 """

@@ -7,7 +7,7 @@ shows only the computed ones (the stored ones are the kernel and decode tables' 
 from __future__ import annotations
 
 import patchkit.report.intervals as intervals
-from patchkit import stats
+from patchkit.measure import stats
 from patchkit.report.decode import tests_of
 from patchkit.report.evidence import (
     Attribution,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import patchkit.report.attribution as attribution
 import patchkit.report.hardware as hardware
 import patchkit.report.not_tested as not_tested
-from patchkit import stats
 from patchkit.errors import ReportError
+from patchkit.measure import stats
 from patchkit.report.evidence import BuildConfig, BuildsRun, CheckConfig, Evidence, RunInfo
 from patchkit.report.merge import merge_problems
 from patchkit.report.prose import patches_of, prose, prose_run

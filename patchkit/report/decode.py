@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 import patchkit.report.intervals as intervals
-from patchkit import upstreamdb
 from patchkit.measure import clocks
 from patchkit.report.evidence import Decode, DecodeData, DecodeRatio, DecodeRow, DecodeRun, Evidence
 from patchkit.report.fmt import (
@@ -38,6 +37,7 @@ from patchkit.report.fmt import (
 )
 from patchkit.report.kernel import compare_lines, upstream_db
 from patchkit.report.runview import RunView, need
+from patchkit.results import upstreamdb
 
 STEP = "bench:decode"
 STATS = ("samples_ts", "avg_ts", "stddev_ts", "median", "ci_low", "ci_high")

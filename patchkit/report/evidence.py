@@ -113,7 +113,7 @@ class Hardware:
     env_missing: bool
     base: dict[str, Any]
     patches: dict[str, str]
-    timeline: dict[str, Any] | None = None  # wall time, busy time per lane, critical path (patchkit.timeline)
+    timeline: dict[str, Any] | None = None  # wall time, busy time per lane, critical path (patchkit.run.timeline)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -175,7 +175,7 @@ class BuildsRun:
     reason: str | None = field(default=None, metadata=OMITTED)
     checks_reason: str | None = field(default=None, metadata=OMITTED)
     same_code: dict[str, str] = field(default_factory=dict)  # variant -> why it was not measured
-    scope: dict[str, Any] | None = field(default=None, metadata=OMITTED)  # --changed (patchkit.scope)
+    scope: dict[str, Any] | None = field(default=None, metadata=OMITTED)  # --changed (patchkit.run.scope)
 
 
 # ---------------------------------------------------------------------------------------------

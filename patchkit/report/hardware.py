@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from patchkit import timeline
 from patchkit.report.evidence import Evidence, Hardware
 from patchkit.report.fmt import DASH, Block, bullets, code, details, portable_args, table, text
 from patchkit.report.merge import patch_shas
 from patchkit.report.prose import related
 from patchkit.report.runview import RunView
+from patchkit.run import timeline
 
 BASE_KEYS = ("key", "ref", "commit", "route", "upstream", "upstream_verified", "sdist_file", "sdist_sha256")
 # "provenance" (what a git-route base is, in words: patchkit.source) only where the run recorded one

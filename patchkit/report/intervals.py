@@ -2,7 +2,7 @@
 
 Two generations of step data exist:
 * older results.json files (examples/h200): a ratio of medians with a bootstrap 95 % percentile interval
-  (patchkit.stats before the change to distribution-free intervals), verdicts "faster", "slower",
+  (patchkit.measure.stats before the change to distribution-free intervals), verdicts "faster", "slower",
   "no measurable change" (inside the A/A noise floor, or an interval holding 1);
 * newer ones: each ratio carries its interval's exact coverage `ci_level` and the sample counts `n`
   (an int per side, a [ref, new] pair, or {"ref", "new"}), optionally the method's name (`method`,
@@ -16,7 +16,7 @@ from typing import Any
 
 BOOTSTRAP_MIN_N = 10  # below this many samples per side a bootstrap percentile interval is not meaningful
 METHOD_KEYS = ("method", "estimator", "interval", "ci_method")
-# what patchkit.stats computes where an entry names no method (ratios with ci_level, n_ref and n_new)
+# what patchkit.measure.stats computes where an entry names no method (ratios with ci_level, n_ref and n_new)
 EXACT_METHOD = "Hodges-Lehmann estimate, exact Mann-Whitney interval"
 
 
@@ -77,7 +77,7 @@ def bootstrap_caption(ns: list[int]) -> str:
 
 
 def median_caption(ns: list[int]) -> str:
-    """The older interval of a median (patchkit.stats.summarize before the change)."""
+    """The older interval of a median (patchkit.measure.stats.summarize before the change)."""
     if ns and max(ns) < 3:
         return "min and max of the samples (no bootstrap below 3)"
     s = "bootstrap 95 % interval of the median"

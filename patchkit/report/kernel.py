@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import patchkit.report.intervals as intervals
-from patchkit import upstreamdb
 from patchkit.measure import clocks
 from patchkit.report.evidence import Evidence, Kernel, KernelCase, KernelData, KernelRun
 from patchkit.report.fmt import (
@@ -28,6 +27,7 @@ from patchkit.report.fmt import (
     verdict_word,
 )
 from patchkit.report.runview import RunView, need
+from patchkit.results import upstreamdb
 
 STEP = "bench:kernel"
 

@@ -130,7 +130,7 @@ class RunView:
 
     @property
     def scope(self) -> dict[str, Any] | None:
-        """With --changed, what the run measured (patchkit.scope: unchanged variants, the cases' regex)."""
+        """With --changed, what the run measured (patchkit.run.scope: unchanged variants, the cases' regex)."""
         sc = self.data.get("scope")
         return sc if isinstance(sc, dict) else None
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from patchkit.errors import ReportError
 from patchkit.report.fmt import Block, bullets, details, table, text
+from patchkit.sweep import occupancy as predicted
 from patchkit.sweep import output
 from patchkit.sweep.store import Store
 
@@ -18,7 +19,8 @@ def markdown(folders: list[Path]) -> list[Block]:
         if not store.plan_file.is_file():
             raise ReportError(f"--sweep {folder}: no sweep.json (not a patchkit sweep folder)")
         plan, vs, top, conf = output.load(store)
-        intro, items = output.section_items(plan, vs, top, conf)
+        preds = predicted.predictions(store.root, plan, store.load_records(plan))
+        intro, items = output.section_items(plan, vs, top, conf, preds)
         rows = [
             [
                 v.name,

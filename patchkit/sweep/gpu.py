@@ -30,10 +30,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchkit import build, parsers, proc, stats
-from patchkit import env as env_mod
+from patchkit import build, parsers, proc
 from patchkit.errors import BuildError, ParseError
-from patchkit.measure import tests
+from patchkit.measure import env as env_mod
+from patchkit.measure import stats, tests
 from patchkit.measure.kernel import MIN_US_ENV, perf_argv
 from patchkit.measure.tool import Bins, run_logged
 from patchkit.options import Context

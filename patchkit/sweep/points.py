@@ -17,7 +17,7 @@ import itertools
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from patchkit.sweep import table as tbl
+from patchkit.build import table as tbl
 from patchkit.sweep.spec import SweepError, SweepSpec, Value, evaluate, expression_names, hint, parse_expression
 
 AUTHOR = "patchkit sweep <sweep@patchkit.invalid>"

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from patchkit import stats
+from patchkit.measure import stats
 from patchkit.sweep.points import Plan, Point
 from patchkit.sweep.spec import Strategy
 from patchkit.sweep.store import Store

@@ -28,6 +28,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from patchkit.errors import PatchkitError
+from patchkit.sweep import occupancy as occupancy_spec
 from patchkit.workspace import SAFE_RULE, is_safe_component
 
 Value = int | bool
@@ -60,6 +61,7 @@ KEYS = (
     "heatmap",
     "units",
     "instances",
+    "predict",
 )
 
 
@@ -105,6 +107,7 @@ class SweepSpec:
     heatmap: tuple[str, ...] = ()  # two parameters; () = the first two with more than one value
     units: str | tuple[str, ...] = "all"  # "all" | "one" | explicit translation units
     instances: Instances | None = None
+    predict: occupancy_spec.OccupancySpec | None = None  # predicted occupancy on target GPUs (shown; filter opt-in)
     origins: dict[str, str] = field(default_factory=dict)  # parameter -> where its values came from
 
     def at(self, *keys: str | int) -> str:
@@ -432,6 +435,7 @@ def parse_sweep(mapping: dict, where: str) -> SweepSpec:
         heatmap=tuple(heat),
         units=_units(mapping.get("units", "all"), f"{where}.units"),
         instances=_instances(mapping["instances"], f"{where}.instances") if "instances" in mapping else None,
+        predict=occupancy_spec.parse(mapping["predict"], f"{where}.predict") if "predict" in mapping else None,
     )
 
 
@@ -483,8 +487,11 @@ def override(
     params: tuple[str, ...] = (),
     archs: tuple[str, ...] = (),
     strategy: str = "",
+    target_gpus: tuple[str, ...] = (),
+    occupancy_filter: str = "",
 ) -> SweepSpec:
-    """The spec with the command line's --param, --arch and --strategy applied (each checked)."""
+    """The spec with the command line's --param, --arch, --strategy, --target-gpu and --occupancy-filter
+    applied (each checked)."""
     new_params = dict(spec.params)
     origins = dict(spec.origins)
     for text in params:
@@ -503,4 +510,17 @@ def override(
         if strategy != spec.strategy.kind:
             rounds = (spec.strategy.rounds[-1],) if strategy == "grid" else DEFAULT_ROUNDS["halving"]
             changes["strategy"] = Strategy(kind=strategy, rounds=rounds, eta=spec.strategy.eta)
+    if target_gpus or occupancy_filter:
+        changes["predict"] = _occupancy_override(spec, target_gpus, occupancy_filter)
     return replace(spec, **changes)
+
+
+def _occupancy_override(spec: SweepSpec, target_gpus: tuple[str, ...], filt: str) -> occupancy_spec.OccupancySpec:
+    o = spec.predict
+    if o is None:
+        flag = "--target-gpu" if target_gpus else "--occupancy-filter"
+        raise _err(flag, f"needs the spec's predict table (its kernel): add {spec.at('predict')} (docs/sweep.md)")
+    if filt and filt not in occupancy_spec.FILTERS:
+        raise _err("--occupancy-filter", f"expected one of {', '.join(occupancy_spec.FILTERS)}, got {filt!r}")
+    names = occupancy_spec.targets(target_gpus, "--target-gpu") if target_gpus else o.targets
+    return replace(o, targets=names, filter=filt or o.filter)

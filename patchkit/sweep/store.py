@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from patchkit.build.table import format_value
 from patchkit.sweep.points import Plan, Point
-from patchkit.sweep.table import format_value
 from patchkit.workspace import Workspace, read_json, safe_component, write_atomic, write_json
 
 

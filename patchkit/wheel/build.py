@@ -40,11 +40,11 @@ from pathlib import Path
 
 from patchkit import __version__, proc, series, source, vcs
 from patchkit import build as build_mod
-from patchkit.archive import extract_members, extract_subdirs, safe_members
 from patchkit.errors import BuildError, CommandError
 from patchkit.options import Context
 from patchkit.parsers.compiler import first_compiler_error
 from patchkit.recipe import Recipe, SdistBase
+from patchkit.source.archive import extract_members, extract_subdirs, safe_members
 from patchkit.wheel.info import (
     PACKAGE,
     PATCHKIT_JSON,

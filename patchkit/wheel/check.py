@@ -24,7 +24,7 @@ from pathlib import Path
 
 from patchkit import proc
 from patchkit.errors import BuildError
-from patchkit.model import spec_from_mapping, write_synthetic_gguf
+from patchkit.measure.model import spec_from_mapping, write_synthetic_gguf
 from patchkit.parsers.wheel_check import GenerateResult, Placement, parse_generate_result, parse_llama_log
 from patchkit.wheel.info import PACKAGE, PATCHKIT_JSON, read_wheel_info
 from patchkit.workspace import Workspace, write_json

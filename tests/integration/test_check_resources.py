@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from patchkit import build as build_mod
-from patchkit import occupancy as occ
+from patchkit.measure import occupancy_formula as occ
 from patchkit.measure import resources
 from patchkit.recipe import load_recipe
 

@@ -144,7 +144,7 @@ def test_run_end_to_end_and_report(cpu_build, work, cli):
 
 
 def _upstream_compare(run: Path, work) -> None:
-    from patchkit import upstreamdb
+    from patchkit.results import upstreamdb
 
     script = work.variants("seed-fattn") / "base" / "scripts" / "compare-llama-bench.py"
     for db, tool in ((upstreamdb.LLAMA_BENCH_DB, []), (upstreamdb.TEST_BACKEND_OPS_DB, ["--tool", "test-backend-ops"])):

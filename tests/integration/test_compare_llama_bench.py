@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import parsers, upstreamdb, vcs
-from patchkit.upstreamdb import LLAMA_BENCH, TEST_BACKEND_OPS
+from patchkit import parsers, vcs
+from patchkit.results import upstreamdb
+from patchkit.results.upstreamdb import LLAMA_BENCH, TEST_BACKEND_OPS
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures" / "cpu"

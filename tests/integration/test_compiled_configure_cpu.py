@@ -1,4 +1,4 @@
-"""The "compiles to base's code" check (patchkit.compiled) and the files CMake's configure_file() writes
+"""The "compiles to base's code" check (patchkit.build.compiled) and the files CMake's configure_file() writes
 into the build folder (issue 29): on the real llama.cpp base, configured for the CPU and built for the
 ggml-base library (real cmake, Ninja, cc), a variant that changes the template ggml/src/ggml-version.h.in
 is a compiled change (was: "no compiled change on cpu"), while a variant that changes only README.md
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import compiled
+from patchkit.build import compiled
 
 pytestmark = pytest.mark.skipif(
     not (shutil.which("cmake") and shutil.which("ninja") and shutil.which("c++")), reason="needs cmake, ninja, c++"

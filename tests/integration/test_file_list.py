@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 
 from patchkit import build as build_mod
-from patchkit import pipeline, source, unitcheck
+from patchkit import source
+from patchkit.build import unitcheck
 from patchkit.options import Context
 from patchkit.recipe import load_recipe
+from patchkit.run import pipeline
 from patchkit.workspace import Workspace
 
 from .conftest import copy_cache

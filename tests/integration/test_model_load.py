@@ -16,7 +16,7 @@ import pytest
 
 from patchkit import parsers
 from patchkit.measure import numerics as run_mod
-from patchkit.model import SyntheticModelSpec, describe, write_synthetic_gguf
+from patchkit.measure.model import SyntheticModelSpec, describe, write_synthetic_gguf
 
 pytestmark = pytest.mark.integration
 

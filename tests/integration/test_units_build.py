@@ -1,4 +1,4 @@
-"""[[affects]] units in a real CMake/Ninja build folder (patchkit.units.prepare): after a row edit, Ninja
+"""[[affects]] units in a real CMake/Ninja build folder (patchkit.build.units.prepare): after a row edit, Ninja
 recompiles the units that read the changed rows and every other includer of the file, not the cleared
 units, and the program is the one a clean build of the new tree makes. A small C project with a config
 table like the FA MMA one (real git, cmake, ninja, cc)."""
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import units
+from patchkit.build import units
 from patchkit.recipe import Affects, load_recipe
 
 pytestmark = pytest.mark.skipif(not (shutil.which("cmake") and shutil.which("ninja")), reason="needs cmake, ninja")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from patchkit import build as build_mod
-from patchkit import units
+from patchkit.build import units
 from patchkit.recipe import load_recipe
 
 pytestmark = pytest.mark.skipif(

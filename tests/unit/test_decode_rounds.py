@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import options, replay, stats
-from patchkit.measure import decode
+from patchkit import options
+from patchkit.measure import decode, stats
 from patchkit.results import Bundle
+from patchkit.run import replay
 from tests.unit.test_report import render, section
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from patchkit import steps
 from patchkit.cli import make_parser
 from patchkit.measure import tests as test_step
 from patchkit.options import Machine, defaults_line, resolve_run, series_end
 from patchkit.recipe import load_recipe
+from patchkit.run import steps
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = Machine(cores=16, gpus=1)  # a lent H200: 16 cores, one device

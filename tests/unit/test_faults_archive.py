@@ -143,8 +143,12 @@ _UNDER = r"""
 import json, sys, tarfile
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-# patchkit.archive needs nothing but the standard library (no GitPython, no requests here)
-from patchkit import archive as source
+# patchkit/source/archive.py needs nothing but the standard library (no GitPython, no requests here): it
+# is loaded from its file, without the source package's __init__ (which fetches with requests and git)
+import importlib.util
+spec = importlib.util.spec_from_file_location("archive", Path(sys.argv[1]) / "patchkit" / "source" / "archive.py")
+source = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(source)
 from patchkit.errors import FetchError
 out = {"data_filter": hasattr(tarfile, "data_filter"), "version": sys.version.split()[0], "cases": {}}
 for arg in sys.argv[2:]:

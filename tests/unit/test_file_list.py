@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import build, compiled, unitcheck
+from patchkit import build
+from patchkit.build import compiled, unitcheck
 from patchkit.report.check import counts
 from patchkit.report.evidence import CheckConfig, CheckItem
 

@@ -12,8 +12,8 @@ import pytest
 
 from patchkit import parsers, report
 from patchkit.recipe import load_recipe
-from patchkit.replay import reparse_step
 from patchkit.results import Bundle
+from patchkit.run.replay import reparse_step
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "examples" / "h200"

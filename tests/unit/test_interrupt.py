@@ -156,13 +156,16 @@ def test_a_kill_9_of_patchkits_group_reaches_nvcc_cicc_and_ptxas(tmp_path):
         _cleanup(seen)
 
 
-# patchkit.pipeline's lanes with a compile check on the CPU lane (real Ninja through build.run_ninja,
+# patchkit.run.pipeline's lanes with a compile check on the CPU lane (real Ninja through build.run_ninja,
 # as build.check runs it), a GPU side step and a kernel timing that holds both; a second check queued
 DRIVER = r"""
 import contextlib, sys, time
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
-from patchkit import build, lanes, pipeline, proc, steps
+from patchkit import build, proc
+from patchkit.run import lanes
+from patchkit.run import pipeline
+from patchkit.run import steps
 from patchkit.measure.tool import Built
 from patchkit.options import Context, resolve_run
 from patchkit.recipe import parse_recipe
@@ -248,10 +251,10 @@ def test_a_signal_during_a_held_lane_stops_the_run_in_seconds_and_records_interr
 
 
 def test_an_interrupted_step_is_not_done_and_is_redone_on_resume(tmp_path):
-    from patchkit import pipeline
     from patchkit.options import resolve_run
     from patchkit.recipe import parse_recipe
     from patchkit.results import Bundle, Status, Step
+    from patchkit.run import pipeline
 
     recipe = parse_recipe((ROOT / "recipes/default.toml").read_text(), ROOT / "recipes/default.toml")
     opts = resolve_run(recipe, {"backend": "cpu"}, steps=(), environ={})

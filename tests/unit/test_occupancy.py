@@ -1,4 +1,4 @@
-"""patchkit.occupancy against the recorded H200 (ncu's own occupancy limits per launch), its GPU table,
+"""patchkit.measure.occupancy_formula against the recorded H200 (ncu's own occupancy limits per launch), its GPU table,
 cliffs and predictions from the recorded compile reports (tests/fixtures/occupancy/PROVENANCE.md)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import occupancy as occ
 from patchkit.errors import OptionError
+from patchkit.measure import occupancy_formula as occ
 from patchkit.parsers import parse_ptxas
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "occupancy"

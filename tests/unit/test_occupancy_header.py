@@ -1,4 +1,4 @@
-"""patchkit.occupancy against cuda_occupancy.h itself: occupancy_header.cpp (beside this file) is
+"""patchkit.measure.occupancy_formula against cuda_occupancy.h itself: occupancy_header.cpp (beside this file) is
 compiled with g++ against the CUDA toolkit's header and asked cudaOccMaxActiveBlocksPerMultiprocessor for
 every point of a grid of registers, threads and shared memory, per compute capability; patchkit's formula
 must give the same blocks per SM and the same limiting resources on every point."""
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import occupancy as occ
 from patchkit import proc
+from patchkit.measure import occupancy_formula as occ
 
 HEADER = Path("/usr/local/cuda/include/cuda_occupancy.h")
 SOURCE = Path(__file__).with_name("occupancy_header.cpp")

@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import parsers, pipeline, report, steps
+from patchkit import parsers, report
 from patchkit.errors import OptionError
 from patchkit.measure import occupancy as occ_step
 from patchkit.measure.tool import Bins
 from patchkit.options import resolve_run
 from patchkit.recipe import parse_recipe
 from patchkit.results import Bundle, Status
+from patchkit.run import pipeline, steps
 from tests.unit.test_occupancy_report import OCC, make_run
 from tests.unit.test_report import section
 

@@ -5,7 +5,7 @@ Two kinds of bundles, both written into tmp_path by the helpers below:
 * synthetic GPU-shaped bundles: the numbers are made up *in this file* (no GPU output is faked). Their
   raw logs are generated from those numbers (llama-bench JSONL records, test-backend-ops SQL INSERT
   lines, or the JSON of the step data), each marked as generated, and results.json is computed from
-  the logs' numbers the way patchkit.run does (patchkit.stats), so every number traces to a log;
+  the logs' numbers the way patchkit.run does (patchkit.measure.stats), so every number traces to a log;
 * a CPU bundle built from the REAL recorded outputs in tests/fixtures/cpu (see their provenance
   notes), parsed with patchkit.parse.
 
@@ -25,12 +25,14 @@ from pathlib import Path
 import pytest
 
 import patchkit.report.plot as plot
-from patchkit import options, parsers, replay, report, stats
+from patchkit import options, parsers, report
 from patchkit.errors import ReportError
+from patchkit.measure import stats
 from patchkit.report import SECTIONS
 from patchkit.report.fmt import FORMATS, NOT_PROVIDED
 from patchkit.report.prose import reflow
 from patchkit.results import Bundle
+from patchkit.run import replay
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 ROOT = FIX.parents[1]

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import report, timeline
+from patchkit import report
 from patchkit.results import Bundle
+from patchkit.run import timeline
 from tests.unit.test_report import section, tables
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import pipeline, series, steps
+from patchkit import series
 from patchkit.errors import ResultsError
 from patchkit.measure.tool import Built
 from patchkit.options import Context, resolve_run
 from patchkit.recipe import load_recipe
 from patchkit.results import Bundle, Status
+from patchkit.run import pipeline, steps
 from patchkit.source import BaseInfo
 from patchkit.workspace import Workspace
 

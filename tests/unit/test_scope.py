@@ -1,4 +1,4 @@
-"""patchkit.scope (`--changed`): which cases an edit can affect, on the real FA MMA header
+"""patchkit.run.scope (`--changed`): which cases an edit can affect, on the real FA MMA header
 (tests/fixtures/sweep/fattn-mma-f16.cuh, llama.cpp 0c1e57098) and in a real git repository."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import scope
 from patchkit.errors import RecipeError
 from patchkit.recipe import Affects, parse_recipe
+from patchkit.run import scope
 from patchkit.workspace import Workspace
 
 HEADER = Path(__file__).resolve().parents[1] / "fixtures" / "sweep" / "fattn-mma-f16.cuh"

@@ -7,9 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from patchkit import options, steps
+from patchkit import options
 from patchkit.options import describe, resolve_run
 from patchkit.recipe import parse_recipe
+from patchkit.run import steps
 
 ROOT = Path(__file__).resolve().parents[2]
 KINDS = tuple(k.name for k in steps.STEPS)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from patchkit import stats
+from patchkit.measure import stats
 
 FA = (
     "hsk=256,hsv=256,nh=4,nr23=[6,1],kv=32768,nb=1,mask=1,sinks=0,max_bias=0.000000,logit_softcap=0.000000,"

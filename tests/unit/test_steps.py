@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from patchkit import report, steps
+from patchkit import report
 from patchkit.cli import make_parser
 from patchkit.errors import OptionError
+from patchkit.run import steps
 
 
 def test_every_step_has_its_report_section_and_a_unique_name():

@@ -7,7 +7,8 @@ import re
 from pathlib import Path
 
 from patchkit import vcs
-from patchkit.sweep import points, table
+from patchkit.build import table
+from patchkit.sweep import points
 from patchkit.sweep.spec import load_spec, parse_sweep
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""patchkit.sweep.table on the real header (tests/fixtures/sweep/fattn-mma-f16.cuh, llama.cpp 0c1e57098)."""
+"""patchkit.build.table on the real header (tests/fixtures/sweep/fattn-mma-f16.cuh, llama.cpp 0c1e57098)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.sweep import table as tbl
+from patchkit.build import table as tbl
 
 HEADER = Path(__file__).resolve().parents[1] / "fixtures" / "sweep" / "fattn-mma-f16.cuh"
 TEXT = HEADER.read_bytes().decode("utf-8", "surrogateescape")

@@ -1,4 +1,4 @@
-"""patchkit.units ([[affects]] units/uses): which units a row edit does not reach, on the real FA MMA
+"""patchkit.build.units ([[affects]] units/uses): which units a row edit does not reach, on the real FA MMA
 header and instance names (tests/fixtures/sweep, llama.cpp 0c1e57098)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import compiled, units
+from patchkit.build import compiled, units
 from patchkit.errors import RecipeError
 from patchkit.recipe import Affects, load_recipe, parse_recipe
 

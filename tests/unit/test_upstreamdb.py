@@ -1,4 +1,4 @@
-"""patchkit.upstreamdb on real recorded output: the databases have the tools' own tables, their rows are
+"""patchkit.results.upstreamdb on real recorded output: the databases have the tools' own tables, their rows are
 the rows the tools' own `-o sql` output gives, and every variant has its own build_commit label.
 
 Fixtures: tests/fixtures/cpu/bench_tiny_pair.{json,sql.txt} (one llama-bench run writing -o json to stdout
@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import parsers, upstreamdb, vcs
+from patchkit import parsers, vcs
 from patchkit.errors import ResultsError
-from patchkit.upstreamdb import LLAMA_BENCH, TEST_BACKEND_OPS
+from patchkit.results import upstreamdb
+from patchkit.results.upstreamdb import LLAMA_BENCH, TEST_BACKEND_OPS
 from patchkit.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from patchkit import build as build_mod
-from patchkit import compiled, proc, series, source
+from patchkit import proc, series, source
+from patchkit.build import compiled
 from patchkit.measure.tool import Bins
 from patchkit.options import Context, RunOptions
 from patchkit.results import Bundle, Status, Step
@@ -37,7 +38,7 @@ def _relative(d: dict, root: Path, run: Path) -> dict:
 
 CPU_STEPS = "cpu-steps"  # the process group of the CPU lane's steps (patchkit.proc.held)
 CPU_STEPS_NICE = 19  # their niceness: they run on what the builds and the GPU steps leave idle
-GPU_SIDE = "gpu-side"  # the process group of the GPU steps that do not time kernels (patchkit.pipeline)
+GPU_SIDE = "gpu-side"  # the process group of the GPU steps that do not time kernels (patchkit.run.pipeline)
 GPU_SIDE_NICE = 5  # below the builds (the tests' CPU reference runs beside them), above the CPU steps
 
 
@@ -206,14 +207,15 @@ class BuildLane:
                 yield b
 
     @contextlib.contextmanager
-    def quiet(self, name: str):
+    def quiet(self, name: str, *, cpu: bool = True):
         """While a step that times kernels runs: the builds done (it needs them all anyway), and the CPU
         lane's steps and the other GPU steps held (their processes stopped, new ones kept back), so that
         nothing shares the machine with the timing. Yields a list: the caller puts the step in it, and
-        what was held is told only of a step that ran (one not run timed nothing)."""
+        what was held is told only of a step that ran (one not run timed nothing). `cpu=False`: the CPU
+        lane goes on (a step whose numbers are GPU counters of replayed kernels: StepKind.holds_cpu)."""
         self.all()
         ran: list[Step] = []
-        with proc.held(CPU_STEPS) as h, proc.held(GPU_SIDE) as g:
+        with proc.held(CPU_STEPS) if cpu else contextlib.nullcontext(proc.Hold()) as h, proc.held(GPU_SIDE) as g:
             yield ran
         if not any(s.status != Status.NOT_RUN for s in ran):  # not run, or done earlier: it timed nothing
             return

@@ -1,6 +1,6 @@
 r"""The rows of an `[[affects]]` macro that an edit changes, proven from the compiler's view of the file.
 
-The units rule (patchkit.units) and the `--changed` scope (patchkit.scope) decide what *not* to rebuild,
+The units rule (patchkit.build.units) and the `--changed` scope (patchkit.run.scope) decide what *not* to rebuild,
 check or measure from the changed rows of a config table. Their reading of the text must be the one the
 compiler makes, or they must give up. A row edit whose line ends in a comment with a trailing backslash
 splices the next physical line into the comment (translation phase 2 comes before comments are removed
@@ -31,8 +31,8 @@ import tempfile
 from pathlib import Path
 
 from patchkit import proc
+from patchkit.build import table as tbl
 from patchkit.errors import PatchkitError
-from patchkit.sweep import table as tbl
 
 MARK = "__patchkit_logical_line__"
 PREPROCESSOR = ("g++", "-E", "-P", "-undef", "-nostdinc", "-std=c++17", "-x", "c++")

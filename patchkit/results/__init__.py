@@ -1,7 +1,7 @@
 """Results bundles: one folder per run, written step by step so an interrupted run resumes.
 
     runs/<recipe>/<run_id>/
-      env.json        the environment fingerprint (patchkit.env)
+      env.json        the environment fingerprint (patchkit.measure.env)
       raw/            one log per command, its first line the command line
       results.json    {"schema", "recipe", "run_id", "created", "base", "variants", "steps": {name: Step}}
       .lock           held (flock) by the one process writing the folder
@@ -52,7 +52,7 @@ class Step:
     seconds: float = 0.0
     started: str = ""  # UTC, ISO 8601 with milliseconds (the timeline); '' in older runs
     finished: str = ""
-    resource: str = ""  # cpu | gpu: what the step held (patchkit.steps.Resource)
+    resource: str = ""  # cpu | gpu: what the step held (patchkit.run.steps.Resource)
     logs: list[str] = field(default_factory=list)  # paths relative to the run folder
     data: dict[str, Any] = field(default_factory=dict)
 
@@ -194,7 +194,7 @@ class Bundle:
         return Step.load(d) if d else None
 
     def record(self, step: Step) -> Step:
-        with _SAVING:  # the CPU and GPU lanes of one run both record (patchkit.lanes)
+        with _SAVING:  # the CPU and GPU lanes of one run both record (patchkit.run.lanes)
             step.finished = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
             self.data["steps"][step.name] = step.serialize()
             self.save()

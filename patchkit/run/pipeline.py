@@ -1,5 +1,5 @@
 """The pipeline as a literal sequence of small named steps: fetch -> apply -> build -> the measurement
-steps of patchkit.steps, recorded in one run folder; finished steps are skipped on resume.
+steps of patchkit.run.steps, recorded in one run folder; finished steps are skipped on resume.
 
 Every command that measures (`run`, `test`, `bench`, `numerics`) is `pipeline.run(ctx, opts)` with
 a different selection of step kinds; nothing here sees argparse.
@@ -16,13 +16,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from patchkit import build as build_mod
-from patchkit import env as env_mod
-from patchkit import lanes, proc, scope, series, source, steps, timeline, units
+from patchkit import proc, series, source
+from patchkit.build import units
 from patchkit.errors import ApplyError, PatchkitError, ResultsError
+from patchkit.measure import env as env_mod
 from patchkit.measure.tool import Built
 from patchkit.options import Context, RunOptions
 from patchkit.recipe import Recipe
 from patchkit.results import Bundle, Status, Step, new_run_id
+from patchkit.run import lanes, scope, steps, timeline
 from patchkit.workspace import write_atomic, write_json
 
 MARKS = {"ok": "ok", "fail": "FAIL", "not_run": "not run", "error": "ERROR", "interrupted": "INTERRUPTED"}
@@ -217,7 +219,7 @@ def _diff(old: dict, new: dict) -> str:
 
 def run(ctx: Context, opts: RunOptions, *, label: str) -> Bundle:
     """fetch -> apply -> build -> the selected steps, recorded in one run folder. Builds and CPU steps
-    run on the CPU lane beside the GPU steps (patchkit.lanes) unless `opts.overlap` is off."""
+    run on the CPU lane beside the GPU steps (patchkit.run.lanes) unless `opts.overlap` is off."""
     todo = wanted(ctx.recipe, opts)
     held = resumed(ctx, opts)
     if held is not None and (held.data.get("scope") is not None) != opts.changed:
@@ -304,7 +306,7 @@ def gpu_lanes(built: Built, opts: RunOptions, lane: lanes.BuildLane, gpu: list) 
                 if opts.overlap_timing:
                     _one(built, opts, kind, name)
                 else:
-                    with lane.quiet(name) as ran:
+                    with lane.quiet(name, cpu=kind.holds_cpu) as ran:
                         ran += _one(built, opts, kind, name)
             finally:
                 done[name].set()
@@ -324,7 +326,7 @@ def gpu_lanes(built: Built, opts: RunOptions, lane: lanes.BuildLane, gpu: list) 
 def run_scope(
     ctx: Context, held: Bundle | None, states: list[series.VariantState], opts: RunOptions
 ) -> scope.Scope | None:
-    """With --changed, what this run measures (patchkit.scope): worked out before the builds of a new run
+    """With --changed, what this run measures (patchkit.run.scope): worked out before the builds of a new run
     folder (and kept in it by the caller); a resumed run reads it back (its builds replaced the last ones)."""
     if held is not None:  # pipeline.run checked that --changed is given again
         kept = held.data.get("scope")
@@ -360,6 +362,24 @@ def _one(built: Built, opts: RunOptions, kind: steps.StepKind, name: str) -> lis
     step.data.setdefault("inputs", _jsonable(inputs))
     step.started, step.resource = started, kind.resource.value
     return [record(built.bundle, step)]
+
+
+def run_with_status(
+    ctx: Context,
+    opts: RunOptions,
+    *,
+    label: str,
+    not_run_ok: bool,
+    then: Callable[[Bundle], None] | None = None,
+) -> tuple[Bundle, int]:
+    """`run`, then its exit status over every build and selected step (`exit_status`); `then` is
+    called with the bundle before the status is worked out (the executor records its target)."""
+    bundle = run(ctx, opts, label=label)
+    if then is not None:
+        then(bundle)
+    names = [n for n in bundle.data["steps"] if n.startswith("build:")]
+    names += [name for _, name in wanted(ctx.recipe, opts)]
+    return bundle, exit_status(bundle, names, not_run_ok=not_run_ok)
 
 
 def exit_status(bundle: Bundle, names: list[str], *, not_run_ok: bool) -> int:

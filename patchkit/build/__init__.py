@@ -8,7 +8,7 @@ build is never redone and a changed patch is never served stale. Binaries are li
 (-DBUILD_SHARED_LIBS=OFF) so a snapshot does not load the libraries of whatever variant the shared
 build folder holds now.
 
-The compile check for machines without a GPU (patchkit.unitcheck) uses this module's configure, tree
+The compile check for machines without a GPU (patchkit.build.unitcheck) uses this module's configure, tree
 moves and include graph.
 """
 
@@ -25,7 +25,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from patchkit import compiled, proc, units, vcs
+from patchkit import proc, vcs
+from patchkit.build import compiled, units
 from patchkit.errors import BuildError, CommandError, ToolNotFound
 from patchkit.parsers.compiler import first_compiler_error
 from patchkit.progress import Progress
@@ -201,7 +202,7 @@ class BuildResult:
     reused: bool
     steps: int  # ninja edges run (0 when reused)
     log: str
-    cleared: dict = field(default_factory=dict)  # units not recompiled by [[affects]] units (patchkit.units)
+    cleared: dict = field(default_factory=dict)  # units not recompiled by [[affects]] units (patchkit.build.units)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -27,9 +27,9 @@ from pathlib import Path
 import requests
 
 from patchkit import vcs
-from patchkit.archive import extract_subdirs, safe_members
 from patchkit.errors import FetchError
 from patchkit.recipe import Base, SdistBase
+from patchkit.source.archive import extract_subdirs, safe_members
 from patchkit.workspace import Workspace, read_json, write_json
 
 CHUNK = 1 << 20

@@ -1,6 +1,6 @@
 r"""Which translation units an edit of config rows needs recompiled: the `units` and `uses` of [[affects]].
 
-A row of a config table (a function-like macro called once per row, patchkit.sweep.table) is read only
+A row of a config table (a function-like macro called once per row, patchkit.build.table) is read only
 by the code that looks it up. The default recipe's FA MMA table is looked up with
 `ncols = ncols1*ncols2` of each template instance, so a changed (256, 256, 8) row is read by
 fattn.cu (which looks rows up at run time) and by the four instances whose ncols1*ncols2 is 8, not by
@@ -31,11 +31,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchkit import compiled, vcs
-from patchkit import rows as rows_mod
+from patchkit import vcs
+from patchkit.build import compiled
+from patchkit.build import rows as rows_mod
+from patchkit.build import table as tbl
 from patchkit.errors import RecipeError
 from patchkit.recipe import Affects, Recipe
-from patchkit.sweep import table as tbl
 from patchkit.workspace import read_json
 
 _BIN = {
@@ -146,7 +147,7 @@ def check_columns(a: Affects, text: str, where: str) -> None:
 
 
 def changed_rows(old: str, new: str, macro: str) -> list[dict[str, tbl.Value]] | None:
-    """The text's reading of the changed rows (patchkit.rows.text_rows); what decides is `rows.changed`,
+    """The text's reading of the changed rows (patchkit.build.rows.text_rows); what decides is `rows.changed`,
     which proves them from the compiler's view too."""
     return rows_mod.text_rows(old, new, macro)
 
@@ -182,8 +183,8 @@ def clear(
 ) -> Cleared:
     """Which units a change of the `changed` files (text(which, path): their 'old' and 'new' texts)
     does not reach, by the rules with `units`; `includers[f]`: the units that include f; `scratch`: a
-    folder of the work folder for the preprocessor's input (patchkit.rows). A change the rows do not
-    prove (patchkit.rows.changed) clears nothing, and `notes` says why."""
+    folder of the work folder for the preprocessor's input (patchkit.build.rows). A change the rows do not
+    prove (patchkit.build.rows.changed) clears nothing, and `notes` says why."""
     family: dict[str, str] = {}
     covered: dict[str, set[str]] = {}
     notes: dict[str, str] = {}

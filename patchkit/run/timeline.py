@@ -55,7 +55,7 @@ def earlier(results: dict[str, Any]) -> list[str]:
 
 def _timing(sp: list[Span]) -> list[Span]:
     """The spans of steps that time kernels (their kinds' `timing`)."""
-    from patchkit.steps import STEPS  # here: steps reads the measurement modules
+    from patchkit.run.steps import STEPS  # here: steps reads the measurement modules
 
     return [t for t in sp if any(k.timing and k.owns(t.name) for k in STEPS)]
 
@@ -68,7 +68,7 @@ def _builds_end(sp: list[Span]) -> float | None:
 def _ready(sp: list[Span]):
     """When each step could really start: a measuring step begun before the builds ended waited for
     them (the test step takes each variant as it is built), and a GPU step that was running when a step
-    that times kernels began waited for that one (it was held through it: patchkit.lanes)."""
+    that times kernels began waited for that one (it was held through it: patchkit.run.lanes)."""
     builds_end = _builds_end(sp)
     timing = _timing(sp)
 
@@ -168,7 +168,7 @@ def png(results: dict[str, Any]) -> bytes | None:
             if s not in timing:
                 for t in timing:
                     a, b = max(s.start, t.start), min(s.end, t.end)
-                    if b > a:  # held: its processes stopped while `t` timed kernels (patchkit.lanes)
+                    if b > a:  # held: its processes stopped while `t` timed kernels (patchkit.run.lanes)
                         ax.barh(y, b - a, left=a, height=0.6, color="white", alpha=0.6, hatch="///", edgecolor=color)
             if s.name in crit:
                 r = ready(s)

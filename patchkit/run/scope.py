@@ -9,7 +9,7 @@ before anything is built:
   reference of a comparison (kernel timing with its A/A copy, decode, numerics), all in this run;
 * a changed variant is measured; which cases, is derived from its git diff against the head of its last
   build: when every changed line of every changed file is a row of a recipe `[[affects]]` rule's macro,
-  the compiler's view of the file (patchkit.rows: the real preprocessor's phases 1-3) reads the same
+  the compiler's view of the file (patchkit.build.rows: the real preprocessor's phases 1-3) reads the same
   changed rows, and their cells are integer or true/false literals, only the cases matching the rule's
   `params` with the old and new rows' columns put in are run; any other change (or no earlier build)
   can affect every case, and the run says why in one line.
@@ -23,13 +23,13 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from patchkit import build as build_mod
-from patchkit import rows as rows_mod
 from patchkit import source, vcs
+from patchkit.build import rows as rows_mod
+from patchkit.build import table as tbl
+from patchkit.build.units import changed_rows  # noqa: F401  (the text's reading, kept for callers)
 from patchkit.errors import RecipeError
 from patchkit.recipe import Affects, Recipe
 from patchkit.series import VariantState
-from patchkit.sweep import table as tbl
-from patchkit.units import changed_rows  # noqa: F401  (the text's reading, kept for callers)
 from patchkit.workspace import Workspace, read_json
 
 
