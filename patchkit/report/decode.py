@@ -36,6 +36,7 @@ from patchkit.report.fmt import (
     verdict_word,
 )
 from patchkit.report.kernel import compare_lines, upstream_db
+from patchkit.report.part import Missing, Section, not_run_lines, variants_lacking
 from patchkit.report.runview import RunView, need
 from patchkit.results import upstreamdb
 
@@ -316,3 +317,30 @@ def markdown(ev: Evidence, multi: bool) -> list[Block]:
     if ev.plot:
         inner.append(text(f"![decode t/s by depth]({ev.plot})"))
     return [*out, details(_gist(have, order), inner)]
+
+
+def _arg(args: list[str], flag: str) -> str | None:
+    return args[args.index(flag) + 1] if flag in args and args.index(flag) + 1 < len(args) else None
+
+
+def not_tested(runs: list[RunView], ev: Evidence) -> list[Missing]:
+    """Not run; per run the variants not measured, the depths measured (and those asked for but missing)."""
+    out = not_run_lines("steps", STEP, ev.decode.runs)
+    for i, (r, de) in enumerate(zip(runs, ev.decode.runs)):
+        rows = de.measured.rows if de.measured else []
+        out += variants_lacking(STEP, i, r, ev.variants, {x.variant for x in rows})
+        if de.measured and rows:
+            depths = sorted({x.depth for x in rows})
+            out.append(Missing("coverage", i, f"Decode on {r.gpu}: depths {', '.join(str(d) for d in depths)} only."))
+            wanted = _arg(de.measured.args, "-d")
+            lack_d = [d for d in (wanted or "").split(",") if d.strip().isdigit() and int(d) not in depths]
+            if lack_d:
+                out.append(
+                    Missing("coverage", i, f"Decode on {r.gpu}: requested depths with no result: {', '.join(lack_d)}.")
+                )
+            if any(len(x.samples_ts) < 2 for x in rows):
+                out.append(Missing("coverage", i, f"Decode on {r.gpu}: some cells have one sample only (no interval)."))
+    return out
+
+
+SECTION = Section("bench:decode", STEP, "decode", "Decode", evidence, markdown, not_tested)

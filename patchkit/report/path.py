@@ -22,6 +22,7 @@ from patchkit.report.fmt import (
     table,
     text,
 )
+from patchkit.report.part import Missing, Section, not_run_lines, variants_lacking
 from patchkit.report.runview import RunView, ordered
 
 STEP = "bench:path"
@@ -99,3 +100,14 @@ def _gist(have: list[tuple[PathRun, PathData]]) -> str:
                 differ[v] = differ.get(v, 0) + ({k["name"] for k in ks} != base)
     said = ", ".join(f"{v} in {n} of {len(cases)}" for v, n in differ.items())
     return f"kernels launched in {len(cases)} cases (ncu)" + (f"; other kernels than base: {said}" if said else "")
+
+
+def not_tested(runs: list[RunView], ev: Evidence) -> list[Missing]:
+    out = not_run_lines("steps", SHOWN, ev.kernel_path.runs)
+    for i, (r, e) in enumerate(zip(runs, ev.kernel_path.runs)):
+        got = {v for c in (e.measured.cases if e.measured else []) for v in c.variants}
+        out += variants_lacking(SHOWN, i, r, ev.variants, got)
+    return out
+
+
+SECTION = Section("bench:path", STEP, "kernel_path", "Kernel path", evidence, markdown, not_tested)
