@@ -1,11 +1,9 @@
 """`bench:decode`: llama-bench t/s per variant and test (pp/tg, depth, micro-batch), speedups against base.
 
 Rows are llama-bench's tests, each its own row, never merged: a run with pp and tg at two depths has four
-tests per variant. Rows of older results.json files (keyed by variant, depth, n_gen and cache type) carry
-no `test`: it is derived as llama-bench prints it ('tg32 @ d4096', no '@ d0'). Each row is linked to its
-ratio against base (vs_base): by variant, test and depth, the n-th row of those with the n-th ratio
-(several micro-batches give rows of the same test name), or for older files by variant, depth and the
-cache types and n_gen an entry names.
+tests per variant (rows of older results.json files get their `test` when read: patchkit.results.upgrade).
+Each row is linked to its ratio against base (vs_base): by variant, test and depth, the n-th row of those
+with the n-th ratio (several micro-batches give rows of the same test name).
 """
 
 from __future__ import annotations
@@ -18,7 +16,6 @@ from patchkit.report.evidence import Decode, DecodeData, DecodeRatio, DecodeRow,
 from patchkit.report.fmt import (
     DASH,
     Block,
-    bench_test_name,
     code,
     details,
     interval,
@@ -54,10 +51,9 @@ def key(x: DecodeRow) -> tuple:
 def _row(run: RunView, x: dict[str, Any]) -> DecodeRow:
     ident = {k: x.get(k) for k in IDENTITY}
     ident["n_prompt"] = ident["n_prompt"] or 0
-    test = str(x.get("test") or bench_test_name(x.get("n_gen"), x.get("depth"), ident["n_prompt"]))
     return DecodeRow(
         variant=x.get("variant"),
-        test=test,
+        test=str(x.get("test") or ""),
         depth=x.get("depth"),
         **ident,
         **{k: x.get(k) for k in STATS},
@@ -66,26 +62,13 @@ def _row(run: RunView, x: dict[str, Any]) -> DecodeRow:
     )
 
 
-def _ratio(v: dict[str, Any], rows: list[DecodeRow]) -> DecodeRatio:
+def _ratio(v: dict[str, Any]) -> DecodeRatio:
     more = {k: x for k, x in v.items() if k not in (*RATIO_KEYS, "test")}
-    r = DecodeRatio(test=str(v.get("test") or ""), **{k: v.get(k) for k in RATIO_KEYS}, interval=more)
-    if not r.test:  # older files: the test of the row it belongs to
-        row = next((x for x in rows if _old_match(r, x)), None)
-        r.test = row.test if row else bench_test_name(r.n_gen, r.depth)
-    return r
+    return DecodeRatio(test=str(v.get("test") or ""), **{k: v.get(k) for k in RATIO_KEYS}, interval=more)
 
 
-def _old_match(v: DecodeRatio, x: DecodeRow) -> bool:
-    same = v.variant == x.variant and v.depth == x.depth
-    return same and all(getattr(v, k) in (None, getattr(x, k)) for k in ("type_k", "type_v", "n_gen"))
-
-
-def _link(rows: list[DecodeRow], ratios: list[DecodeRatio], new: bool) -> None:
+def _link(rows: list[DecodeRow], ratios: list[DecodeRatio]) -> None:
     """Each row gets its ratio against base (see the module docstring)."""
-    if not new:
-        for x in rows:
-            x.ratio = next((v for v in ratios if _old_match(v, x)), None)
-        return
     seen: dict[tuple, int] = {}
     by: dict[tuple, DecodeRatio] = {}
     for v in ratios:
@@ -107,8 +90,8 @@ def _data(run: RunView, d: dict[str, Any]) -> DecodeData:
         for k in ("variant", "depth", "median", "ci_low", "ci_high", "samples_ts"):
             need(x, k, f"{where} row {i}")
         rows.append(_row(run, x))
-    ratios = [_ratio(v, rows) for v in d.get("vs_base") or []]
-    _link(rows, ratios, any(x.get("test") for x in d["rows"]))
+    ratios = [_ratio(v) for v in d.get("vs_base") or []]
+    _link(rows, ratios)
     return DecodeData(
         model=d.get("model") or {},
         model_path=d.get("model_path"),

@@ -303,8 +303,8 @@ class KernelPath:
 
 @dataclass(kw_only=True)
 class DecodeRow:
-    """One llama-bench test of one variant. Rows of older results.json files carry no `test` and only
-    depth, n_gen and the cache types of the identity; `test` is then derived ('tg32 @ d4096')."""
+    """One llama-bench test of one variant (rows of older results.json files get their `test` when read,
+    patchkit.results.upgrade)."""
 
     variant: Any
     test: str

@@ -1,7 +1,6 @@
 """`bench:path`: the kernels each variant launches per case (Nsight Compute), and whether base's are kept.
 
-Older results.json files store the step as `kernel-path` (RunView.step accepts both names); the report
-names it `bench:path`, as everything else does.
+Older results.json files store the step as `kernel-path`: renamed when read (patchkit.results.upgrade).
 """
 
 from __future__ import annotations
