@@ -13,7 +13,7 @@ from patchkit.report.part import Section
 
 def sections() -> dict[str, Section]:
     """Step kind -> its Section, in report order."""
-    return {s.kind: s for s in (build.SECTION, *(k.report for k in registry.STEPS))}
+    return {s.kind: s for s in (build.SECTION, *(k.report for k in registry.STEPS if k.report))}
 
 
 def slots() -> list[tuple[str, str, bool]]:

@@ -59,7 +59,9 @@ class StepKind:
     inputs: Callable[[Built, RunOptions, str], dict]
     reparse: Callable[[Bundle, Step, list[Bins]], Step] | None = None
     imports: ImportSpec | None = None
-    report: Section  # its part of the report (report/<kind>.py: evidence, markdown, "Not tested" lines)
+    # its part of the report (report/<kind>.py: evidence, markdown, "Not tested" lines); every kind of STEPS
+    # has one (tests/unit/test_steps.py); None only for the pipeline's fake kinds in tests
+    report: Section | None = None
     timing: bool = False  # it times kernels: the CPU lane's steps are held while it runs (patchkit.run.pipeline)
     # a timing step whose numbers are GPU counters and GPU clocks of replayed kernels (ncu): False lets the
     # CPU lane go on (the other GPU steps are still held); CPU load stretches the step, not its numbers
@@ -71,7 +73,7 @@ class StepKind:
 
     @property
     def report_section(self) -> str:
-        return self.report.kind
+        return self.report.kind if self.report else ""
 
     def owns(self, step_name: str) -> bool:
         """Whether `step_name` (e.g. test:flash_attn) is an instance of this kind."""

@@ -28,6 +28,7 @@ def test_every_kind_owns_its_whole_report_part():
     and its "Not tested" lines; the template names no section: it lays out the registry's slots."""
     for k in steps.STEPS:
         s = k.report
+        assert s is not None, f"{k.name}: no report section (report/<kind>.py SECTION)"
         assert s.kind == k.name and k.owns(s.step.rstrip(":") if s.step.endswith(":") else s.step), k.name
         assert callable(s.evidence) and callable(s.markdown) and callable(s.not_tested), k.name
         assert s.slot and s.heading, k.name
