@@ -6,6 +6,7 @@ and benchmarks to run, and the author's prose for the report. See recipes/defaul
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import difflib
 import re
@@ -20,6 +21,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from patchkit import expr
 from patchkit.errors import RecipeError
 from patchkit.workspace import SAFE_RULE, is_safe_component
 
@@ -386,9 +388,30 @@ def _check_affects(a: Affects, where: str, file: Path) -> None:
         re.compile(re.sub(r"\{\w+\}", "0", a.params))
     except re.error as e:
         raise RecipeError(f"{file}: {where}.params: not a regex with {{column}} fields: {e}") from None
-    from patchkit.build import units  # units reads Affects from here
+    _check_units(a, f"{file}: {where}")
 
-    units.check_rule(a, f"{file}: {where}")
+
+def _check_units(a: Affects, where: str) -> None:
+    """`units` and `uses` come together, `units` is a regex, `uses` an expression (patchkit.expr)."""
+    if bool(a.units) != bool(a.uses):
+        raise RecipeError(f"{where}: units and uses go together (one is set, the other not)")
+    if not a.units:
+        return
+    try:
+        re.compile(a.units)
+    except re.error as e:
+        raise RecipeError(f"{where}.units: not a regex: {e}") from None
+    parse_uses(a.uses, where)
+
+
+def parse_uses(text: str, where: str) -> ast.Expression:
+    """An [[affects]] rule's `uses`, checked; the recipe's error names the rule."""
+    try:
+        return expr.parse(text)
+    except expr.ExpressionError as e:
+        if e.syntax:
+            raise RecipeError(f"{where}.uses: {text!r} is not an expression: {e.syntax}") from None
+        raise RecipeError(f"{where}.uses: {text!r}: {e.node} is not allowed ({expr.ALLOWED})") from None
 
 
 def _profiles(value: object, file: Path) -> dict[str, Profile]:

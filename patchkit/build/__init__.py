@@ -394,7 +394,7 @@ def move_tree(ws: Workspace, recipe: Recipe, root: Path, base: BaseInfo, head: s
         if not (tree / ".git").exists()
         else vcs.repo(tree)
     )
-    wt.git.checkout("--detach", "--force", head)
+    wt.run("checkout", "--detach", "--force", head)
     return tree
 
 

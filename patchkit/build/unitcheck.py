@@ -166,7 +166,7 @@ def check(
     patched = [s for s in states if s.name != "base"] or states
     repo = open_cache_repo(ws)
     # each variant compiles the translation units its own patches touch (local test-only patches too)
-    changed_by = {s.name: repo.git.diff("--no-renames", "--name-only", base.commit, s.head).split() for s in patched}
+    changed_by = {s.name: repo.run("diff", "--no-renames", "--name-only", base.commit, s.head).split() for s in patched}
     for arch in opts.archs or ("cpu",):
         one = BuildOptions(**{**asdict(opts), "archs": (arch,) if opts.backend == "cuda" else ()})
         with ws.lock(ws.builds(recipe.name, f"check-{one.config}")):

@@ -30,6 +30,7 @@ from patchkit.options import build_options, defaults_line, describe, env_value, 
 from patchkit.report import publish
 from patchkit.results import Bundle, latest_run
 from patchkit.run import pipeline, replay, steps
+from patchkit.sweep import section
 from patchkit.workspace import refuse_own_state
 
 
@@ -390,8 +391,10 @@ class Report(Command):
         out = Path(args.output) if args.output else None
         if out is not None:
             refuse_own_state(out, protect=_recipe_files(args))
-        sweeps = tuple(Path(p) for p in args.sweep)
-        return report.report_main(paths, args.format, out, force=args.force, sweeps=sweeps)
+        sweeps = [Path(p) for p in args.sweep]
+        section.check(sweeps)  # before anything is written, whatever the format
+        blocks = section.markdown(sweeps) if args.format == "md" else []
+        return report.report_main(paths, args.format, out, force=args.force, sweep=blocks)
 
 
 def _recipe_files(args: argparse.Namespace) -> list[Path]:
