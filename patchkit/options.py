@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from patchkit import backends
 from patchkit.build import BuildOptions, options_from
 from patchkit.errors import OptionError, RecipeError
 from patchkit.recipe import Profile, Recipe, load_recipe
@@ -70,7 +71,7 @@ def fast_defaults(backend: str, m: Machine) -> dict[str, tuple[int, str]]:
     if m.cores <= 0:
         return {"jobs": (0, "ninja's default"), "test_procs": (1, "default"), "test_jobs": (0, "default")}
     cores = f"{m.cores} cores"
-    if backend != "cuda":
+    if not backends.get(backend).needs_gpu:
         cpu = "cpu backend: the cases use the cores"
         return {"jobs": (0, "ninja's default (cpu backend)"), "test_procs": (1, cpu), "test_jobs": (0, cpu)}
     if not m.gpus:
@@ -200,7 +201,7 @@ class RunOptions:
     @property
     def device(self) -> str:
         """The test-backend-ops device of this build."""
-        return "CUDA0" if self.build.backend == "cuda" else "CPU"
+        return backends.get(self.build.backend).device
 
 
 def _pick(cli: Mapping[str, object], key: str, environ: Mapping[str, str], default):
@@ -273,7 +274,7 @@ def resolve_run(
             raise RecipeError(f"{recipe.path}: no suite {s!r} in [suites]{hint(s, recipe.suites)}")
     k, d, n = recipe.kernel, recipe.decode, recipe.numerics
     prof = recipe.profiles.get(build.backend) or Profile()  # the backend's sized selection
-    device = "CUDA0" if build.backend == "cuda" else "CPU"
+    device = backends.get(build.backend).device
     return RunOptions(
         build=build,
         variants=tuple(cli.get("variant") or ()),  # type: ignore[arg-type]

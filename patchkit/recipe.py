@@ -21,7 +21,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from patchkit import expr
+from patchkit import backends, expr
 from patchkit.errors import RecipeError
 from patchkit.workspace import SAFE_RULE, is_safe_component
 
@@ -77,7 +77,7 @@ class Patch:
 
 @dataclass(frozen=True, kw_only=True)
 class Build:
-    backend: str = "cuda"  # cuda | cpu
+    backend: str = backends.CUDA.name  # a name of patchkit.backends.BACKENDS
     arch: tuple[str, ...] = ("89",)
     build_type: str = "Release"
     cmake_options: tuple[str, ...] = ()
@@ -353,8 +353,9 @@ def parse_recipe(text: str, file: Path, root: Path | None = None) -> Recipe:
         _check_affects(a, f"affects[{i}]", file)
     build = _convert(data.get("build", {}), Build, "build", file)
     assert isinstance(build, Build)
-    if build.backend not in ("cuda", "cpu"):
-        raise RecipeError(f"{file}: build.backend: expected 'cuda' or 'cpu', got {build.backend!r}")
+    if build.backend not in backends.BACKENDS:
+        want = " or ".join(repr(n) for n in backends.NAMES)
+        raise RecipeError(f"{file}: build.backend: expected {want}, got {build.backend!r}")
     suites = _convert(data.get("suites", {}), dict[str, tuple[str, ...]], "suites", file)
     model = data.get("model", {})
     if not isinstance(model, dict):
@@ -418,8 +419,8 @@ def _profiles(value: object, file: Path) -> dict[str, Profile]:
     if not isinstance(value, dict):
         raise RecipeError(f"{file}: profile: expected a table ([profile.cpu])")
     for k in value:
-        if k not in ("cpu", "cuda"):
-            raise RecipeError(f"{file}: unknown key 'profile.{k}'{_hint(k, ['cpu', 'cuda'])}")
+        if k not in backends.BACKENDS:
+            raise RecipeError(f"{file}: unknown key 'profile.{k}'{_hint(k, sorted(backends.NAMES))}")
     return {k: _convert(v, Profile, f"profile.{k}", file) for k, v in value.items()}  # type: ignore[misc]
 
 

@@ -12,6 +12,7 @@ import argparse
 from collections.abc import Callable
 from typing import ClassVar
 
+from patchkit import backends
 from patchkit.options import Context, context
 
 
@@ -37,7 +38,7 @@ def add_common(p: argparse.ArgumentParser) -> None:
 
 def add_build(p: argparse.ArgumentParser, *, variants: bool = True) -> None:
     """The build options (backend, arch, jobs, CMake options) and the variant selection."""
-    p.add_argument("--backend", choices=("cuda", "cpu"), default=None, help="default: the recipe's build.backend")
+    p.add_argument("--backend", choices=backends.NAMES, default=None, help="default: the recipe's build.backend")
     p.add_argument("--arch", action="append", default=[], help="CUDA architecture(s): 89, '89;90', native (repeatable)")
     p.add_argument("--jobs", "-j", type=non_negative_int, default=0, help="parallel build jobs (default: ninja's)")
     p.add_argument(

@@ -10,8 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+from patchkit import backends, parsers, report
 from patchkit import build as build_mod
-from patchkit import parsers, report
 from patchkit.build import unitcheck
 from patchkit.cli import executor as cli_executor
 from patchkit.cli.base import (
@@ -470,7 +470,10 @@ class Import(Command):
         )
         p.add_argument("--suite", default="flash_attn", help="for test-backend-ops logs: the recipe suite they ran")
         p.add_argument(
-            "--backend", choices=("cuda", "cpu"), default="cuda", help="the backend the logs ran on (default: cuda)"
+            "--backend",
+            choices=backends.NAMES,
+            default=backends.CUDA.name,
+            help="the backend the logs ran on (default: cuda)",
         )
         p.add_argument("--run", default=None, help="add to this run folder (default: a new run folder)")
         p.add_argument(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from patchkit import backends
 from patchkit.cli.base import Command, add_common, ctx_of, non_negative_int, positive_int
 from patchkit.measure import env
 from patchkit.options import build_options
@@ -85,7 +86,11 @@ class Sweep(Command):
         spec = spec_of(args, ctx.recipe)
         gpu = None
         if not args.check_only:  # both checked before anything is fetched or written
-            cli = {"arch": [args.build_arch] if args.build_arch else [], "jobs": args.jobs, "backend": "cuda"}
+            cli = {
+                "arch": [args.build_arch] if args.build_arch else [],
+                "jobs": args.jobs,
+                "backend": backends.CUDA.name,
+            }
             bopts = build_options(ctx.recipe, cli)
             if len(bopts.archs) != 1 or not bopts.archs[0].isdigit():
                 raise SweepError(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from patchkit import backends
 from patchkit.cli.base import Command, add_common, ctx_of, non_negative_int, positive_int
 from patchkit.wheel.build import WheelOptions, build_wheel
 from patchkit.wheel.check import CheckOptions, check_wheel
@@ -40,7 +41,7 @@ class Wheel(Command):
         p.add_argument(
             "--variant", required=True, help="the variant, e.g. +0001+0002 (built first with `patchkit build`)"
         )
-        p.add_argument("--backend", choices=("cuda", "cpu"), default=None, help="default: the recipe's build.backend")
+        p.add_argument("--backend", choices=backends.NAMES, default=None, help="default: the recipe's build.backend")
         p.add_argument(
             "--arch",
             action="append",

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from patchkit import backends
 from patchkit.errors import ResultsError
 from patchkit.measure.tool import Bins
 from patchkit.options import Context
@@ -22,7 +23,7 @@ def _defaults(bundle: Bundle, name: str, data: dict, recipe: Recipe | None) -> d
     if recipe is None:
         return d
     k = recipe.kernel
-    d.setdefault("backend", "CUDA0" if bundle.data.get("backend", recipe.build.backend) == "cuda" else "CPU")
+    d.setdefault("backend", backends.device(bundle.data.get("backend", recipe.build.backend)))
     if name == "bench:kernel":
         for key, val in (("op", k.op), ("params", k.params), ("test_file", k.test_file), ("rounds", k.rounds)):
             d.setdefault(key, val)
@@ -61,7 +62,7 @@ class ImportRequest:
     tool: str  # an ImportSpec.tool of patchkit.run.steps
     logs: tuple[tuple[str, Path], ...]  # (variant, file); a variant's second log is its second round
     suite: str = "flash_attn"
-    backend: str = "cuda"
+    backend: str = backends.CUDA.name
     run: str = ""  # add to this run folder (default: a new one)
     env: Path | None = None  # env.json of the machine the logs come from
 
@@ -122,7 +123,7 @@ def _import_bundle(ctx: Context, req: ImportRequest, env: dict | None) -> Bundle
 
 def _pending_step(ctx: Context, req: ImportRequest, name: str, rounds: dict[str, int]) -> Step:
     r = ctx.recipe
-    data: dict = {"backend": "CUDA0" if req.backend == "cuda" else "CPU"}
+    data: dict = {"backend": backends.device(req.backend)}
     if name == "bench:kernel":
         data.update(op=r.kernel.op, params=r.kernel.params, test_file=r.kernel.test_file, rounds=max(rounds.values()))
     elif name.startswith("test:"):
