@@ -128,6 +128,9 @@ class Numerics:
     n_predict: int = 64
     kl_chunks: int = 4
     kl_ctx: int = 512
+    # [model] keys numerics overrides: its comparisons (greedy text, KL against base) need the attention
+    # shape of [model] (the kernels a variant picks), not its width (docs/kernel-timing.md, "Budget")
+    model: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -123,10 +123,15 @@ def _check_one(
     changed: list[str],
     logs: Path,
     also: tuple[str, ...] = (),
+    fresh: bool = False,
 ) -> list[CheckItem]:
     """One variant's compile check for one configuration (one arch). `also`: units compiled beside the
     variant's own (the series end's, so that every variant has the resource report of the kernels the
-    series changes: patchkit.measure.occupancy_formula's predictions compare variants kernel by kernel)."""
+    series changes: patchkit.measure.occupancy_formula's predictions compare variants kernel by kernel;
+    for base, the units of `check(base_units=...)`), paths or globs under the tree (`{root}`: its source
+    root, `ggml/src` or `src`); one the variant's tree lacks is not compiled. `fresh`: the objects of the
+    `also` units are removed first, so that Ninja compiles them and ptxas reports their kernels (base's
+    units never change, so after the first check they would be up to date and report nothing)."""
     arch = one.archs[0] if one.archs else "cpu"
     tc = toolchain(one)
     root = ws.builds(recipe.name, f"check-{one.config}")
@@ -140,8 +145,12 @@ def _check_one(
         sources = [s for s in sources if s not in cleared]
         print(f"check {state.name} arch {arch}: {len(cleared)} units left out: the changed rows are not read there")
         items += [CheckItem(variant=state.name, arch=arch, source=s, ok=True, cleared=w) for s, w in cleared.items()]
-    sources += [s for s in also if s not in sources and s not in cleared and (tree / s).is_file()]
+    extra = [s for s in expand(tree, also) if s not in sources and s not in cleared]
+    sources += extra
     objs = object_targets(bdir, sources, tc.env)
+    for s in extra if fresh else ():
+        if s in objs:
+            (bdir / objs[s]).unlink(missing_ok=True)
     left = [s for s in sources if s not in objs]
     if left:
         print(f"check {state.name} arch {arch}: {len(left)} units left out: {NOT_CONFIGURED}")
@@ -158,12 +167,36 @@ def _check_one(
     return items
 
 
+def expand(tree: Path, paths: tuple[str, ...]) -> list[str]:
+    """The units of `paths` (relative to the tree; globs; `{root}` is the tree's source root) that are files
+    of the tree, in order, each once."""
+    root = source_root(tree)
+    out: list[str] = []
+    for p in paths:
+        p = p.replace("{root}", root)
+        hits = sorted(str(f.relative_to(tree)) for f in tree.glob(p)) if any(c in p for c in "*?[") else [p]
+        out += [h for h in hits if h not in out and (tree / h).is_file()]
+    return out
+
+
 def check(
-    recipe: Recipe, base: BaseInfo, ws: Workspace, states: list[VariantState], opts: BuildOptions, *, logs: Path
+    recipe: Recipe,
+    base: BaseInfo,
+    ws: Workspace,
+    states: list[VariantState],
+    opts: BuildOptions,
+    *,
+    logs: Path,
+    base_units: tuple[str, ...] = (),
 ) -> list[CheckItem]:
-    """Compile only the TUs the series touches, for each arch and each patched variant."""
+    """Compile only the TUs the series touches, for each arch and each patched variant; with `base_units`
+    (paths or globs, see `expand`), base too compiles those units (when base is among `states`), so that
+    the kernels base launches get the resource report (patchkit.measure.check.base_units says which)."""
     items: list[CheckItem] = []
     patched = [s for s in states if s.name != "base"] or states
+    at_base = next((s for s in states if s.name == "base"), None) if base_units else None
+    if at_base is patched[-1]:
+        at_base = None  # only base: the check compiles what base's (empty) change touches, as before
     repo = open_cache_repo(ws)
     # each variant compiles the translation units its own patches touch (local test-only patches too)
     changed_by = {s.name: repo.run("diff", "--no-renames", "--name-only", base.commit, s.head).split() for s in patched}
@@ -176,6 +209,8 @@ def check(
             for state in patched[:-1]:
                 items += _check_one(recipe, base, ws, state, one, changed_by[state.name], logs, also)
             items += end
+            if at_base is not None:
+                items += _check_one(recipe, base, ws, at_base, one, [], logs, base_units, fresh=True)
     return items
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from patchkit import backends
 from patchkit import build as build_mod
@@ -11,6 +12,21 @@ from patchkit.measure import resources
 from patchkit.measure.tool import Built
 from patchkit.options import RunOptions
 from patchkit.results import Status, Step
+
+_KV = re.compile(r"type_K=([A-Za-z0-9_]+),type_V=([A-Za-z0-9_]+)")
+_K = re.compile(r"type_K=([A-Za-z0-9_]+)")
+
+
+def base_units(params: str, path_params: str) -> tuple[str, ...]:
+    """The units base compiles in the check, so that the kernels base launches in the kernel-path cases
+    get registers and shared memory per arch (predictions from base on): the CUDA template instances of
+    those cases' K/V cache types, `{root}/ggml-cuda/template-instances/*-<K>-<V>.cu` (for FLASH_ATTN_EXT's
+    q4_0 cases `fattn-vec-instance-q4_0-q4_0.cu`, the vector kernel base runs). The pairs are the
+    `type_K=<K>,type_V=<V>` literals of bench.kernel's `params`, those whose K `path-params` names where it
+    names one. Nothing for regexes without such literals (other ops): base is then not compiled."""
+    pairs = list(dict.fromkeys(_KV.findall(params or "") + _KV.findall(path_params or "")))
+    want = set(_K.findall(path_params or ""))
+    return tuple(f"{{root}}/ggml-cuda/template-instances/*-{k}-{v}.cu" for k, v in pairs if not want or k in want)
 
 
 def instance(arch: str) -> str:
@@ -27,7 +43,8 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
         return Step(name=name, status=Status.NOT_RUN, reason="--changed: no variant changed")
     tc_args = build_mod.toolchain(one).cmake_args  # ptxas's resource report: registers/smem per kernel
     one = dataclasses.replace(one, cmake_options=resources.ptxas_cmake_options(tc_args, one.cmake_options))
-    items = unitcheck.check(built.ctx.recipe, built.base, built.ctx.ws, states, one, logs=b.raw)
+    at_base = base_units(opts.kernel.params, opts.kernel.path_params)
+    items = unitcheck.check(built.ctx.recipe, built.base, built.ctx.ws, states, one, logs=b.raw, base_units=at_base)
     bad = [i for i in items if not i.ok]
     tried = unitcheck.compiled(items)
     left = len(items) - len(tried)

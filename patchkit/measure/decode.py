@@ -5,8 +5,10 @@ from __future__ import annotations
 import hashlib
 import statistics
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 
 from patchkit import backends, parsers
 from patchkit.errors import ParseError, RecipeError
@@ -338,26 +340,34 @@ def reparse(bundle: Bundle, old: Step, bins: list[Bins]) -> Step:
     )
 
 
-def decode_model(ctx: Context, model: str, *, backend: str = "") -> tuple[Path, dict]:
-    """The GGUF to decode with: the user's (`model`), or the recipe's synthetic model for `backend`."""
+def decode_model(
+    ctx: Context, model: str, *, backend: str = "", extra: Mapping[str, object] = MappingProxyType({})
+) -> tuple[Path, dict]:
+    """The GGUF to decode with: the user's (`model`), or the recipe's synthetic model for `backend`
+    (with the [model] keys `extra` overrides: [numerics] model)."""
     if model:
         p = Path(model).expanduser()
         if not p.is_file():
             raise RecipeError(f"{ctx.recipe.path}: bench.decode.model: {p}: file not found")
         return p, {"path": str(p), "synthetic": False, "size": p.stat().st_size}
-    path, info = synth_model(ctx, backend=backend)
+    path, info = synth_model(ctx, backend=backend, extra=extra)
     return path, {**info, "synthetic": True}
 
 
-def model_spec(ctx: Context, backend: str = "") -> model_mod.SyntheticModelSpec:
-    """[model], with the keys the backend's profile overrides ([profile.cpu] model = {...})."""
+def model_spec(
+    ctx: Context, backend: str = "", extra: Mapping[str, object] = MappingProxyType({})
+) -> model_mod.SyntheticModelSpec:
+    """[model], with the keys `extra` overrides ([numerics] model = {...}) and then the keys the backend's
+    profile overrides ([profile.cpu] model = {...}: the machine's size wins)."""
     prof = ctx.recipe.profiles.get(backend)
-    return model_mod.spec_from_mapping({**ctx.recipe.model, **(prof.model if prof else {})})
+    return model_mod.spec_from_mapping({**ctx.recipe.model, **extra, **(prof.model if prof else {})})
 
 
-def synth_model(ctx: Context, out: Path | None = None, *, backend: str = "") -> tuple[Path, dict]:
+def synth_model(
+    ctx: Context, out: Path | None = None, *, backend: str = "", extra: Mapping[str, object] = MappingProxyType({})
+) -> tuple[Path, dict]:
     """The recipe's synthetic model, written once into the cache (keyed by its spec)."""
-    spec = model_spec(ctx, backend)
+    spec = model_spec(ctx, backend, extra)
     path = out or ctx.ws.cache / "models" / f"synthetic-{hashlib.sha256(repr(spec).encode()).hexdigest()[:12]}.gguf"
     if not path.is_file():
         tree = ctx.ws.variants(ctx.recipe.name) / "base"

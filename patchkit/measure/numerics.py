@@ -287,8 +287,9 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
     n = opts.numerics
     if (skip := built.nothing_to_compare(name)) is not None:
         return skip
-    path, _ = decode_model(built.ctx, opts.decode.model, backend=built.backend)
-    return run_numerics(
+    extra = built.ctx.recipe.numerics.model
+    path, info = decode_model(built.ctx, opts.decode.model, backend=built.backend, extra=extra)
+    step = run_numerics(
         built.bundle,
         built.measured,
         model=path,
@@ -300,8 +301,13 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
         kl_ctx=n.kl_ctx,
         kl_chunks=n.kl_chunks,
     )
+    step.data["model"] = info  # which model the comparisons ran on (its own with [numerics] model)
+    return step
 
 
 def inputs(built: Built, opts: RunOptions, name: str) -> dict:
     n = opts.numerics
-    return {"depths": n.depths, "prompts": n.prompts, "n_predict": n.n_predict, "model": opts.decode.model}
+    out = {"depths": n.depths, "prompts": n.prompts, "n_predict": n.n_predict, "model": opts.decode.model}
+    if built.ctx.recipe.numerics.model and not opts.decode.model:  # its own synthetic model: other results
+        out["model_overrides"] = dict(built.ctx.recipe.numerics.model)
+    return out

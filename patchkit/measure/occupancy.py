@@ -2,8 +2,9 @@
 the self-check of patchkit.measure.occupancy_formula against ncu's own blocks per SM.
 
 Per variant and case (the cases `bench:path` profiles: bench:kernel's timed cases that match the
-recipe's path-params), one `ncu --section LaunchStats --section Occupancy --section SpeedOfLight
---section MemoryWorkloadAnalysis` run over the first launches of the case (one run per case: a
+recipe's path-params), one `ncu --metrics <METRICS>` run (only the metrics the step reads; the four
+sections LaunchStats, Occupancy, SpeedOfLight, MemoryWorkloadAnalysis where this ncu refuses a name) over
+the first launches of the case (one run per case: a
 test-backend-ops process that runs several cases launches hundreds to thousands of kernels per case, so
 a launch count cannot be shared between cases). GGML_TEST_PERF_MIN_US=0 (patches/local/0002) keeps the
 unprofiled rest of the case short. ncu replays each kernel with flushed caches: its durations explain
@@ -33,20 +34,43 @@ from patchkit.parsers.ncu import LaunchStats
 from patchkit.results import Bundle, Status, Step
 
 STEP = "bench:occupancy"
+# the metrics the step reads (parsers.ncu.OCC_METRICS, by the names ncu's sections print them on the H200) and
+# nothing else: the four sections' other metrics cost replay passes (11 per kernel with the sections; the
+# launch__ ones cost none) that nothing reads
+METRICS = ",".join(
+    (
+        "launch__registers_per_thread,launch__block_size,launch__grid_size,launch__shared_mem_per_block_static",
+        "launch__shared_mem_per_block_dynamic,launch__shared_mem_per_block_driver,launch__shared_mem_config_size",
+        "launch__sm_count,launch__occupancy_limit_registers,launch__occupancy_limit_shared_mem",
+        "launch__occupancy_limit_warps,launch__occupancy_limit_blocks,launch__waves_per_multiprocessor",
+        "sm__maximum_warps_per_active_cycle_pct,sm__warps_active.avg.pct_of_peak_sustained_active",
+        "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes.sum,lts__t_sector_hit_rate.pct",
+        "gpu__time_duration.sum",
+    )
+)
+# the fallback where this ncu refuses a metric name: the sections that print them all (as recorded first)
 SECTIONS = ("LaunchStats", "Occupancy", "SpeedOfLight", "MemoryWorkloadAnalysis")
-METRICS = "dram__bytes.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum"
+SECTION_METRICS = "dram__bytes.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum"
 # the first 8 launches of each case: two ops where an op launches 4 kernels (+0001's dequantize x2, f16, fixup),
 # four of base's (vec, combine); each run's `ops` says how many whole ops it held (the report flags fewer than 2)
 LAUNCH_COUNT = 8
 ENV = {MIN_US_ENV: "0"}  # one timed graph after the warm-up: the profiled launches are the warm-up's first
 
 
-def ncu_argv(b: Bins, *, backend: str, op: str, params: str, launch_count: int) -> list:
+def ncu_argv(b: Bins, *, backend: str, op: str, params: str, launch_count: int, sections: bool = False) -> list:
     argv: list = ["ncu", "--clock-control", "none", "--csv", "--print-units", "base", "--print-metric-name", "name"]
-    for s in SECTIONS:
+    for s in SECTIONS if sections else ():
         argv += ["--section", s]
-    argv += ["--metrics", METRICS, "--launch-count", str(launch_count), b.exe("test-backend-ops")]
+    argv += ["--metrics", SECTION_METRICS if sections else METRICS]
+    argv += ["--launch-count", str(launch_count), b.exe("test-backend-ops")]
     return [*argv, "perf", "-b", backend, "-o", op, "-p", exact_params_regex(params)]
+
+
+def refused_metric(log: Path) -> bool:
+    """Whether ncu refused a metric name of the list (an older or newer ncu may lack one): its ==ERROR==
+    line names the metric."""
+    text = "".join(f.read_text(errors="replace") for f in (log, proc.stderr_log(log)) if f.is_file())
+    return any(ln.startswith("==ERROR==") and "metric" in ln.lower() for ln in text.splitlines())
 
 
 def _profile(bundle: Bundle, b: Bins, i: int, argv: list, cache: Path | None, timeout: float):
@@ -65,6 +89,12 @@ def _profile(bundle: Bundle, b: Bins, i: int, argv: list, cache: Path | None, ti
         done, why, origin = completed_from_log(log), "", hit[1]
     else:
         done, why, log = run_logged(bundle, name, argv, timeout=timeout, env=ENV, separate_stderr=True)
+        if why and "--section" not in argv and refused_metric(log):
+            print(f"[{STEP}] ncu refused a metric name ({bundle.rel(log)}): profiling with the sections instead")
+            argv = _with_sections(argv)
+            done, why, log = run_logged(
+                bundle, f"{name}-sections", argv, timeout=timeout, env=ENV, separate_stderr=True
+            )
         origin = ""
     if why or done is None:
         return None, why or "no output", log, origin
@@ -75,6 +105,12 @@ def _profile(bundle: Bundle, b: Bins, i: int, argv: list, cache: Path | None, ti
     if k and cache and not origin and not bundle.replay:
         reuse.store(cache, k, bundle, log)
     return launches, "", log, origin
+
+
+def _with_sections(argv: list) -> list:
+    """The same ncu command with the four sections (and their extra metrics) instead of the metric list."""
+    i = argv.index("--metrics")
+    return [*argv[:i], *(a for s in SECTIONS for a in ("--section", s)), "--metrics", SECTION_METRICS, *argv[i + 2 :]]
 
 
 def formula(k: LaunchStats) -> dict:

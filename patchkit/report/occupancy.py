@@ -355,13 +355,56 @@ def _gist(have: list[OccRun]) -> str:
 
 
 def summary_line(ev: Evidence) -> str:
-    """'flash_attn_ext_f16<...> (+0001 -> +0001+0002, kv=122880): blocks per SM 2 -> 4 on the H200 (ncu), 1 -> 3
-    predicted on an RTX 4070 (shared memory)': the kernel of the largest share whose blocks per SM change
-    between two adjacent variants, in the case with the longest profiled time; '' when none changes."""
+    """E.g. 'Occupancy from `base` to `+0001+0002` (kv=122880): `flash_attn_ext_vec<...>` (`base`) ->
+    `flash_attn_ext_f16<...>` (`+0001`, `+0001+0002`): blocks per SM 2 -> 2 -> 4 on the H200 (ncu, registers),
+    2 -> 1 -> 3 predicted on an RTX 4070 (shared memory)'. The kernel is the one of the largest share whose
+    blocks per SM change between two adjacent variants, in the case with the longest profiled time
+    (`_changed`); the line follows it from the first variant to the series' end, and a variant that does not
+    launch it (base, before the series picks it) is read at its own largest-share kernel. '' when no
+    kernel's blocks per SM change."""
+    got = _changed(ev)
+    if got is None:
+        return ""
+    e, c, name = got
+    chain = [(v, _at(ks, name)) for v, ks in c.variants.items() if ks]
+    names: dict[str, list[str]] = {}
+    for v, k in chain:
+        names.setdefault(kernel_name(k.name), []).append(code(v))
+    end = chain[-1][1]
+    what = f" {ARROW} ".join(f"{code(n)} ({', '.join(vs)})" for n, vs in names.items())
+    s = (
+        f"Occupancy from {code(chain[0][0])} to {code(chain[-1][0])} ({code(c.short)}): {what}: blocks per SM "
+        f"{_arrows(k.first['blocks_per_sm'] for _, k in chain)} on the {e.measured_gpu} (ncu, "
+        f"{limiter_words(end.first['limiters'])})"
+    )
+    predicted = False
+    for g in e.targets:
+        ps = [_pred(e, c.params, v, k.name, g) for v, k in chain]
+        if ps[-1] is None or all(p is None for p in ps[:-1]):
+            continue
+        s += f", {_arrows(p['blocks_per_sm'] if p else DASH for p in ps)} predicted on an {g} ({ps[-1]['limiter']})"
+        predicted = True
+    # a target whose host code picks another kernel (0001 picks this one from cc 8.9 only) is not one the
+    # prediction holds for: the line says what it assumes, as the section does
+    return s + (f" ({PREDICTED_ASSUMES})." if predicted else ".")
+
+
+def _arrows(xs) -> str:
+    return f" {ARROW} ".join(str(x) for x in xs)
+
+
+def _at(kernels: list[OccKernel], name: str) -> OccKernel:
+    """The variant's kernel of that name (its largest share), else its largest-share kernel."""
+    return next((k for k in kernels if kernel_name(k.name) == name), kernels[0])
+
+
+def _changed(ev: Evidence) -> tuple[OccRun, OccCase, str] | None:
+    """(run, case, kernel name) of the kernel of the largest share whose blocks per SM change between two
+    adjacent variants, in the case with the longest profiled time."""
     best: tuple | None = None
     for e in ev.occupancy.runs if ev.occupancy else []:
         for c in e.cases or []:
-            vs = list(c.variants)
+            vs = [v for v in c.variants if c.variants[v]]
             for a, b in itertools.pairwise(vs):
                 by_a = {kernel_name(k.name): k for k in dominant(c.variants[a])}
                 for k in dominant(c.variants[b]):
@@ -370,25 +413,8 @@ def summary_line(ev: Evidence) -> str:
                         continue
                     score = (sum(g.total_ns for g in c.variants[b]), k.share + old.share)
                     if best is None or score > best[0]:
-                        best = (score, e, c, a, b, old, k)
-    if best is None:
-        return ""
-    _, e, c, a, b, old, k = best
-    s = (
-        f"Occupancy of {code(kernel_name(k.name))} ({code(a)} {ARROW} {code(b)}, {code(c.short)}): blocks per SM "
-        f"{old.first['blocks_per_sm']} {ARROW} {k.first['blocks_per_sm']} on the {e.measured_gpu} (ncu, "
-        f"{limiter_words(k.first['limiters'])})"
-    )
-    predicted = False
-    for g in e.targets:
-        pa = _pred(e, c.params, a, old.name, g)
-        pb = _pred(e, c.params, b, k.name, g)
-        if pa and pb:
-            s += f", {pa['blocks_per_sm']} {ARROW} {pb['blocks_per_sm']} predicted on an {g} ({pb['limiter']})"
-            predicted = True
-    # a target whose host code picks another kernel (0001 picks this one from cc 8.9 only) is not one the
-    # prediction holds for: the line says what it assumes, as the section does
-    return s + (f" ({PREDICTED_ASSUMES})." if predicted else ".")
+                        best = (score, e, c, kernel_name(k.name))
+    return None if best is None else best[1:]
 
 
 PREDICTED_ASSUMES = (

@@ -201,7 +201,7 @@ def lookup(records: list[dict[str, Any]], variant: str, kernel: str) -> tuple[di
         return (
             None,
             "not in this variant's compile check (it compiles the units its patches change and the CUDA units "
-            "the series end compiles)",
+            "the series end compiles; base, the template instances of the kernel-path cases' K/V types)",
         )
     if len({(int(r["registers"]), int(r.get("smem", 0))) for r in hits}) > 1:
         return None, "ambiguous: compiled with different resources under one name"

@@ -207,14 +207,15 @@ class BuildLane:
                 yield b
 
     @contextlib.contextmanager
-    def quiet(self, name: str):
+    def quiet(self, name: str, *, cpu: bool = True):
         """While a step that times kernels runs: the builds done (it needs them all anyway), and the CPU
         lane's steps and the other GPU steps held (their processes stopped, new ones kept back), so that
         nothing shares the machine with the timing. Yields a list: the caller puts the step in it, and
-        what was held is told only of a step that ran (one not run timed nothing)."""
+        what was held is told only of a step that ran (one not run timed nothing). `cpu=False`: the CPU
+        lane goes on (a step whose numbers are GPU counters of replayed kernels: StepKind.holds_cpu)."""
         self.all()
         ran: list[Step] = []
-        with proc.held(CPU_STEPS) as h, proc.held(GPU_SIDE) as g:
+        with proc.held(CPU_STEPS) if cpu else contextlib.nullcontext(proc.Hold()) as h, proc.held(GPU_SIDE) as g:
             yield ran
         if not any(s.status != Status.NOT_RUN for s in ran):  # not run, or done earlier: it timed nothing
             return

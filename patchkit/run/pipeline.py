@@ -306,7 +306,7 @@ def gpu_lanes(built: Built, opts: RunOptions, lane: lanes.BuildLane, gpu: list) 
                 if opts.overlap_timing:
                     _one(built, opts, kind, name)
                 else:
-                    with lane.quiet(name) as ran:
+                    with lane.quiet(name, cpu=kind.holds_cpu) as ran:
                         ran += _one(built, opts, kind, name)
             finally:
                 done[name].set()

@@ -52,6 +52,9 @@ class StepKind:
     imports: ImportSpec | None = None
     section: str = ""  # its section of the report: a key of patchkit.report.SECTIONS ('' = the name)
     timing: bool = False  # it times kernels: the CPU lane's steps are held while it runs (patchkit.run.pipeline)
+    # a timing step whose numbers are GPU counters and GPU clocks of replayed kernels (ncu): False lets the
+    # CPU lane go on (the other GPU steps are still held); CPU load stretches the step, not its numbers
+    holds_cpu: bool = True
     after: tuple[str, ...] = ()  # steps it reads, run first when the same command runs them
     tools: tuple[str, ...] = ()  # the programs it runs: `[build] targets` must build them (else: not run)
     tables: tuple[str, ...] = ()  # the recipe tables that ask for it (else: not run, never on defaults)
@@ -118,7 +121,10 @@ STEPS: tuple[StepKind, ...] = (
         help="occupancy, DRAM and L2 per launch of the kernel-path cases (ncu sections), self-checked",
         resource=Resource.GPU,
         names=_one("bench:occupancy"),
-        timing=True,  # DRAM % and durations on a quiet GPU: the other steps are held while it runs
+        # DRAM % and bytes are counted device-wide and durations share the SMs: the other GPU steps are held while
+        # it runs; the CPU lane is not (ncu replays each kernel and reads GPU counters and GPU clocks)
+        timing=True,
+        holds_cpu=False,
         after=("bench:kernel",),  # the cases it timed
         tools=("test-backend-ops",),
         run=occupancy.step,

@@ -386,3 +386,31 @@ def test_the_default_recipe_model_is_a_real_layer_and_the_cpu_keeps_the_small_on
     per_layer = (parameter_count(gpu) - parameter_count(dataclasses.replace(gpu, n_layer=1))) // 3
     assert per_layer * 18 // 32 == pytest.approx(191e6, rel=0.01)  # q4_0: 18 bytes per 32 weights
     assert cpu == SyntheticModelSpec(head_dim=256, n_head=24, n_head_kv=4, n_layer=4)  # the CPU run's model
+
+
+def test_numerics_runs_on_a_narrow_model_with_the_decode_models_attention_and_the_cpu_keeps_its_own(tmp_path):
+    """[numerics] model: numerics compares each variant with base on the same model, so only the kernels the
+    attention shape selects matter: head 256, 24/4 heads as [model], 1024 wide f16 (examples/h200-10min's
+    model) where decode keeps the 5120-wide q4_0 one; on the CPU the profile's model wins, unchanged."""
+    from patchkit import options
+    from patchkit.measure import numerics
+    from patchkit.measure.decode import model_spec
+
+    ctx = options.context(recipe=str(REPO / "recipes" / "default.toml"), work="/nonexistent-unused")
+    extra = ctx.recipe.numerics.model
+    gpu_num, gpu_dec = model_spec(ctx, "cuda", extra), model_spec(ctx, "cuda")
+    attention = ("head_dim", "n_head", "n_head_kv", "n_layer")
+    assert [getattr(gpu_num, k) for k in attention] == [getattr(gpu_dec, k) for k in attention]
+    assert (gpu_num.n_embd, gpu_num.n_ff, gpu_num.weight_type) == (1024, 2048, "f16")
+    assert (gpu_dec.n_embd, gpu_dec.weight_type) == (5120, "q4_0")  # decode's model is not touched
+    assert model_spec(ctx, "cpu", extra) == model_spec(ctx, "cpu")  # the CPU run's model as before
+
+    class _Built:  # what numerics.inputs reads
+        pass
+
+    built = _Built()
+    built.ctx = ctx
+    opts = options.resolve_run(ctx.recipe, {"backend": "cuda"}, steps=(), environ={})
+    assert numerics.inputs(built, opts, "numerics")["model_overrides"] == dict(extra)  # a resume sees the change
+    opts = options.resolve_run(ctx.recipe, {"backend": "cuda", "model": str(tmp_path / "m.gguf")}, steps=(), environ={})
+    assert "model_overrides" not in numerics.inputs(built, opts, "numerics")  # --model: the user's model for both

@@ -7,6 +7,8 @@ H200 run of the same recipe and base; its bench:path cases are the ones profiled
 
 from __future__ import annotations
 
+import csv
+import itertools
 import json
 import shutil
 from pathlib import Path
@@ -16,6 +18,7 @@ import pytest
 from patchkit import report
 from patchkit.measure import occupancy as occ_step
 from patchkit.measure import resources
+from patchkit.parsers import ncu as parsers_ncu
 from patchkit.report import occupancy as occ_report
 from patchkit.report import occupancy_predict as pred
 from patchkit.results import Bundle
@@ -134,12 +137,23 @@ def test_the_section_shows_measured_and_predicted_tables(run):
 
 
 def test_the_summary_says_it_in_the_reviewers_words(run):
+    """From base to the series' end: base's vector kernel (base's own sm_89 compile of
+    fattn-vec-instance-q4_0-q4_0.cu: 255 registers, 2 blocks on an RTX 4070) to the end's MMA kernel."""
     summ = section(_md(run), "### Summary")
-    line = next(ln for ln in summ.splitlines() if ln.startswith("Occupancy of"))
-    f16 = "`flash_attn_ext_f16<256, 256, 1, 8, 0, 0, 0>`"
-    assert line.startswith(f"Occupancy of {f16} (`+0001` -> `+0001+0002`, `kv=122880, nb=1, type_K=q4_0, type_V=q4_0`)")
-    assert "blocks per SM 2 -> 4 on the " in line and "(ncu, registers and shared memory)" in line
-    assert line.endswith(f"1 -> 3 predicted on an RTX 4070 (shared memory) ({occ_report.PREDICTED_ASSUMES}).")
+    line = next(ln for ln in summ.splitlines() if ln.startswith("Occupancy from"))
+    vec, f16 = "`flash_attn_ext_vec<256, 1, 2, 2, 0>`", "`flash_attn_ext_f16<256, 256, 1, 8, 0, 0, 0>`"
+    assert line.startswith(
+        "Occupancy from `base` to `+0001+0002` (`kv=122880, nb=1, type_K=q4_0, type_V=q4_0`): "
+        f"{vec} (`base`) -> {f16} (`+0001`, `+0001+0002`): "
+    )
+    assert "blocks per SM 2 -> 2 -> 4 on the NVIDIA H200 (ncu, registers and shared memory)" in line
+    assert line.endswith(f", 2 -> 1 -> 3 predicted on an RTX 4070 (shared memory) ({occ_report.PREDICTED_ASSUMES}).")
+
+
+def test_the_summary_without_base_in_the_check_marks_it_unpredicted(tmp_path):
+    run = make_run(tmp_path, checked=("+0001", "+0001+0002"))
+    line = next(ln for ln in section(_md(run), "### Summary").splitlines() if ln.startswith("Occupancy from"))
+    assert ", - -> 1 -> 3 predicted on an RTX 4070 (shared memory)" in line
 
 
 def test_named_targets_and_a_target_without_its_check(tmp_path):
@@ -174,14 +188,57 @@ def test_ncu_command_and_launch_counts():
     argv = occ_step.ncu_argv(b, backend="CUDA0", op="FLASH_ATTN_EXT", params="kv=1,x", launch_count=8)
     got = " ".join(map(str, argv))
     assert got.startswith(
-        "ncu --clock-control none --csv --print-units base --print-metric-name name --section LaunchStats"
+        f"ncu --clock-control none --csv --print-units base --print-metric-name name --metrics {occ_step.METRICS} "
     )
-    assert (
-        "--metrics dram__bytes.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum --launch-count 8 "
-        "/b/test-backend-ops" in got
-    )
+    assert "--section" not in got and "--launch-count 8 /b/test-backend-ops perf -b CUDA0" in got
     assert got.endswith("-p ^kv=1,x$")
+    old = " ".join(map(str, occ_step._with_sections(argv)))  # the fallback: the command recorded on the H200
+    assert old == " ".join(
+        map(
+            str,
+            occ_step.ncu_argv(b, backend="CUDA0", op="FLASH_ATTN_EXT", params="kv=1,x", launch_count=8, sections=True),
+        )
+    )
+    assert "--section LaunchStats --section Occupancy --section SpeedOfLight --section MemoryWorkloadAnalysis " in old
+    assert "--metrics dram__bytes.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum --launch-count 8 " in old
     assert occ_step._ops(["a", "b", "a", "b", "a", "b"]) == 3 and occ_step._ops(["a", "b", "c"]) == 1
+
+
+def test_the_metric_list_is_what_the_step_reads_and_ncu_printed_on_the_h200():
+    """Every field the parser reads is asked for by one of its names, and every name asked for is one the
+    H200's ncu printed with the sections (so it knows it); the recorded logs cut to those metrics (what ncu
+    prints for `--metrics` alone) parse to the same launches."""
+    want = occ_step.METRICS.split(",")
+    assert all(any(n in want for n in names) for names in parsers_ncu.OCC_METRICS.values())
+    assert "gpu__time_duration.sum" in want
+    for kv, v in itertools.product(KV, VARIANTS):
+        text = (OCC / f"ncu-occ-kv{kv}-{v}.log").read_text()
+        rows = [next(csv.reader([ln])) for ln in text.splitlines() if ln.startswith('"') and not ln.startswith('"ID"')]
+        printed = {r[12] for r in rows if len(r) > 12}
+        assert set(want) <= printed, set(want) - printed
+        cut = "\n".join(
+            ln for ln in text.splitlines() if not ln.startswith('"') or _metric(ln) in ("Metric Name", *want)
+        )
+        full, only = (parsers_ncu.parse_ncu_occupancy(t, "x") for t in (text, cut))
+        keep = ("kernel_name", "blocks_per_sm", "limiters", "registers", "smem_dynamic", "dram_pct", "l2_hit_pct")
+        assert [
+            [getattr(k, f) for f in keep] + [k.achieved_pct, k.theoretical_pct, k.waves, k.duration_ns] for k in only
+        ] == [[getattr(k, f) for f in keep] + [k.achieved_pct, k.theoretical_pct, k.waves, k.duration_ns] for k in full]
+
+
+def _metric(ln: str) -> str:
+    r = next(csv.reader([ln]))
+    return r[12] if len(r) > 12 else ""
+
+
+def test_a_refused_metric_name_falls_back_to_the_sections(tmp_path):
+    log = tmp_path / "ncu-occ-case0-base.log"
+    log.write_text("$ ncu ...\n# exit: 1, 0.5 s\n")
+    (tmp_path / "ncu-occ-case0-base.stderr.log").write_text("==ERROR== Failed to find metric gpu__dram_throughput\n")
+    assert occ_step.refused_metric(log)
+    log2 = tmp_path / "other.log"
+    log2.write_text("==ERROR== The application returned an error code (1).\n")
+    assert not occ_step.refused_metric(log2)
 
 
 def test_launches_that_hold_less_than_two_ops_are_said(tmp_path):
@@ -207,5 +264,13 @@ def test_a_variant_the_check_did_not_compile_gets_no_prediction(tmp_path):
     assert by[("`+0001+0002`", f16)][5] == "3 (shared memory)"
     assert by[("`+0001`", f16)][-1].startswith("not in this variant's compile check")
     assert by[("`base`", "`flash_attn_ext_vec<256, 1, 2, 2, 0>`")][5] == "-"
-    line = next(ln for ln in section(md, "### Summary").splitlines() if ln.startswith("Occupancy of"))
+    line = next(ln for ln in section(md, "### Summary").splitlines() if ln.startswith("Occupancy from"))
     assert line.endswith("on the NVIDIA H200 (ncu, registers and shared memory).")  # no prediction to compare
+
+
+def test_the_step_holds_the_other_gpu_steps_but_not_the_cpu_lane():
+    from patchkit.run.steps import STEPS
+
+    kinds = {k.name: k for k in STEPS}
+    assert kinds["bench:occupancy"].timing and not kinds["bench:occupancy"].holds_cpu
+    assert kinds["bench:kernel"].holds_cpu and kinds["bench:decode"].holds_cpu

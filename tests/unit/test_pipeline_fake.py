@@ -171,9 +171,12 @@ def _poll(pid: int, want, seconds: float = 5) -> str:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads /proc")
-def test_a_kernel_timing_holds_the_cpu_lane_and_the_other_gpu_steps_and_releases_them_after(rig, capsys):
+@pytest.mark.parametrize("holds_cpu", [True, False])
+def test_a_kernel_timing_holds_the_cpu_lane_and_the_other_gpu_steps_and_releases_them_after(rig, capsys, holds_cpu):
     """Real children (python through patchkit.proc) of a CPU step and of a GPU side step are stopped
-    (SIGSTOP: state T) while a `timing` step runs and go on after (SIGCONT); both steps then end ok."""
+    (SIGSTOP: state T) while a `timing` step runs and go on after (SIGCONT); both steps then end ok.
+    A timing step that does not hold the CPU lane (bench:occupancy: ncu's GPU counters) stops only the
+    GPU side step."""
     files = {g: (rig.tmp / f"{g}.pid", rig.tmp / f"{g}.go") for g in ("cpu", "side")}
     pids: dict[str, int] = {}
     seen: dict[str, dict[str, str]] = {"during": {}, "after": {}}
@@ -188,7 +191,8 @@ def test_a_kernel_timing_holds_the_cpu_lane_and_the_other_gpu_steps_and_releases
         pids.update({g: int(p.read_text()) for g, (p, _) in files.items()})
 
     def timing(built) -> None:
-        seen["during"] = {g: _poll(pid, lambda s: s == "T") for g, pid in pids.items()}
+        wait = {"cpu": 5 if holds_cpu else 0.5, "side": 5}
+        seen["during"] = {g: _poll(pid, lambda s: s == "T", wait[g]) for g, pid in pids.items()}
 
     def after(built) -> None:
         seen["after"] = {g: _poll(pid, lambda s: s != "T") for g, pid in pids.items()}
@@ -202,16 +206,16 @@ def test_a_kernel_timing_holds_the_cpu_lane_and_the_other_gpu_steps_and_releases
         [
             rig.kind("cpu", child("cpu"), resource=CPU),
             rig.kind("side", child("side")),
-            rig.kind("time", timing, timing=True),
+            dataclasses.replace(rig.kind("time", timing, timing=True), holds_cpu=holds_cpu),
             rig.kind("check", after, after=("time",)),
         ],
         gate=both_started,
     )
-    assert seen["during"] == {"cpu": "T", "side": "T"}
+    assert seen["during"]["side"] == "T" and (seen["during"]["cpu"] == "T") == holds_cpu, seen["during"]
     assert "T" not in seen["after"].values(), seen["after"]
     assert [rig.status(n) for n in ("cpu", "side", "time", "check")] == [Status.OK] * 4
     out = capsys.readouterr().out
-    assert "[time] CPU lane held while it timed: 1 process(es) stopped" in out
+    assert ("[time] CPU lane held while it timed: 1 process(es) stopped" in out) == holds_cpu
     assert "[time] other GPU steps held while it timed: 1 process(es) stopped" in out
 
 
