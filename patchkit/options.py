@@ -7,14 +7,16 @@ cibuildwheel's options.py resolves its cascade). Stages take these objects, neve
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchkit import backends
+from patchkit import backends, option_set
 from patchkit.build import BuildOptions, options_from
 from patchkit.errors import OptionError, RecipeError
+from patchkit.option_set import OPTION, Value
 from patchkit.recipe import Profile, Recipe, load_recipe
 from patchkit.recipe import _hint as hint
 from patchkit.workspace import Workspace
@@ -84,17 +86,6 @@ def fast_defaults(backend: str, m: Machine) -> dict[str, tuple[int, str]]:
     }
 
 
-def _picked(cli: Mapping[str, object], key: str, environ: Mapping[str, str], default: tuple[object, str]):
-    """(value, where it came from): the command line, PATCHKIT_<KEY>, or the default and its reason."""
-    v = cli.get(key)
-    if v not in (None, "", [], (), 0):
-        return v, "command line"
-    e = env_value(key, environ)
-    if e:
-        return e, "PATCHKIT_" + key.upper()
-    return default
-
-
 def series_end(recipe: Recipe) -> str:
     """The variant of the whole PR series ('+0001+0002'); 'base' when the series is empty."""
     return "".join(f"+{p.key}" for p in recipe.pr_patches) or "base"
@@ -141,11 +132,12 @@ class KernelOptions:
     rounds: int  # the least rounds of every case (bench:kernel's min samples)
     path_params: str
     # bench:kernel's adaptive rounds (patchkit.measure.kernel.Timing, docs/kernel-timing.md)
-    max_rounds: int = 10  # a case stops after this many rounds even if not settled
-    max_noise: float = 0.005  # settled: relative stdev of every binary's samples at most this
-    min_time_s: float = 0.5  # settled: at least this much timed time of every binary
-    max_seconds: int = 600  # no new round past this many seconds of test-backend-ops (0: no cap)
-    min_us: int = 1_000_000  # GGML_TEST_PERF_MIN_US: each case's least timed time per process
+    # (the defaults of these and every other setting: patchkit.option_set, declared once)
+    max_rounds: int  # a case stops after this many rounds even if not settled
+    max_noise: float  # settled: relative stdev of every binary's samples at most this
+    min_time_s: float  # settled: at least this much timed time of every binary
+    max_seconds: int  # no new round past this many seconds of test-backend-ops (0: no cap)
+    min_us: int  # GGML_TEST_PERF_MIN_US: each case's least timed time per process
     target_gpus: tuple[str, ...] = ()  # bench:occupancy: GPUs predicted for (names of patchkit/data/gpus.toml)
 
 
@@ -204,25 +196,33 @@ class RunOptions:
         return backends.get(self.build.backend).device
 
 
-def _pick(cli: Mapping[str, object], key: str, environ: Mapping[str, str], default):
-    """command line (when given) > PATCHKIT_<KEY> > the recipe's default."""
-    v = cli.get(key)
-    if v not in (None, "", [], (), 0):
-        return v
-    e = env_value(key, environ)
-    if e:
-        return e
-    return default
+def _fast(backend: str, m: Machine) -> dict[str, tuple[object, str]]:
+    """`fast_defaults` by setting name (option_set.OPTION)."""
+    f = fast_defaults(backend, m)
+    return {"build.jobs": f["jobs"], "test.procs": f["test_procs"], "test.jobs": f["test_jobs"]}
 
 
-def _int(v: object, what: str, *, minimum: int = 0) -> int:
-    try:
-        n = int(v)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
-        raise OptionError(f"{what}: expected a whole number, got {v!r}") from None
-    if n < minimum:
-        raise OptionError(f"{what}: expected at least {minimum}, got {n}")
-    return n
+BUILD = ("build.backend", "build.archs", "build.jobs", "build.cmake_options", "build.full_rebuild")
+
+
+def _build_values(
+    recipe: Recipe, cli: Mapping[str, object], environ: Mapping[str, str], machine: Machine
+) -> dict[str, Value]:
+    backend = option_set.resolve_one(OPTION["build.backend"], cli, environ, recipe=recipe)
+    fast = _fast(str(backend.value), machine)
+    return {"build.backend": backend, **option_set.resolve(BUILD[1:], cli, environ, recipe=recipe, defaults=fast)}
+
+
+def _build_of(recipe: Recipe, v: Mapping[str, Value]) -> BuildOptions:
+    extra = tuple(v["build.cmake_options"].value)[len(recipe.build.cmake_options) :]  # type: ignore[arg-type]
+    return options_from(
+        recipe,
+        backend=str(v["build.backend"].value),
+        archs=tuple(v["build.archs"].value),  # type: ignore[arg-type]
+        jobs=int(v["build.jobs"].value),  # type: ignore[call-overload]
+        extra=tuple(o if o.startswith("-") else f"-D{o}" for o in extra),
+        full_rebuild=bool(v["build.full_rebuild"].value),
+    )
 
 
 def build_options(
@@ -233,21 +233,41 @@ def build_options(
 ) -> BuildOptions:
     """The build options; -j not given is `fast_defaults`' (a Machine of 0 cores: ninja's default)."""
     environ = os.environ if environ is None else environ
-    archs = cli.get("arch") or ()
-    if not archs and env_value("arch", environ):
-        archs = (env_value("arch", environ),)
-    extra = tuple(o if o.startswith("-") else f"-D{o}" for o in (cli.get("cmake_option") or ()))  # type: ignore[union-attr]
-    backend = str(_pick(cli, "backend", environ, "")) or recipe.build.backend
-    fast = fast_defaults(backend, machine or Machine(cores=0, gpus=0))
-    jobs = _int(_pick(cli, "jobs", environ, fast["jobs"][0]), "--jobs / PATCHKIT_JOBS")
-    return options_from(
-        recipe,
-        backend=backend,
-        archs=tuple(archs),  # type: ignore[arg-type]
-        jobs=jobs,
-        extra=extra,
-        full_rebuild=bool(cli.get("full_rebuild")),
+    return _build_of(recipe, _build_values(recipe, cli, environ, machine or Machine(cores=0, gpus=0)))
+
+
+def resolve_values(
+    recipe: Recipe, cli: Mapping[str, object], environ: Mapping[str, str], machine: Machine
+) -> dict[str, Value]:
+    """Every setting of RunOptions through its one chain (option_set.resolve): {name: Value}."""
+    build = _build_values(recipe, cli, environ, machine)
+    backend = str(build["build.backend"].value)
+    names = [o.name for o in option_set.OPTIONS if "." in o.name and o.name not in build] + list(RUN_FIELDS)
+    vals = option_set.resolve(
+        names,
+        cli,
+        environ,
+        recipe=recipe,
+        profile=recipe.profiles.get(backend) or Profile(),
+        defaults=_fast(backend, machine),
     )
+    return {**build, **vals}
+
+
+RUN_FIELDS = (
+    "variants",
+    "leave_one_out",
+    "force",
+    "run",
+    "redo",
+    "skip",
+    "check_archs",
+    "measure_same_code",
+    "overlap",
+    "overlap_timing",
+    "reuse",
+    "changed",
+)
 
 
 def resolve_run(
@@ -261,100 +281,59 @@ def resolve_run(
     """The options of one pipeline command, checked before anything is written. `machine` (default: this
     one) gives the fast defaults of what the command line and the environment leave open."""
     environ = os.environ if environ is None else environ
-    machine = machine or this_machine()
-    build = build_options(recipe, cli, environ, machine)
-    fast = fast_defaults(build.backend, machine)
-    jobs_src = _picked(cli, "jobs", environ, fast["jobs"])[1]
-    test_jobs, tj_src = _picked(cli, "test_jobs", environ, fast["test_jobs"])
-    test_procs, tp_src = _picked(cli, "test_procs", environ, fast["test_procs"])
-    test_variants, default_variants, tv_src = _test_variants(recipe, cli)
-    suites = tuple(cli.get("suites") or ()) or tuple(recipe.suites)  # type: ignore[arg-type]
+    return run_options(recipe, resolve_values(recipe, cli, environ, machine or this_machine()), steps=steps)
+
+
+def run_options(recipe: Recipe, v: Mapping[str, Value], *, steps: tuple[str, ...]) -> RunOptions:
+    """RunOptions of resolved values (`resolve_values`)."""
+
+    def val(name: str):
+        return v[name].value
+
+    build = _build_of(recipe, v)
+    suites = tuple(val("test.suites")) or tuple(recipe.suites)
     for s in suites:
         if s not in recipe.suites:
             raise RecipeError(f"{recipe.path}: no suite {s!r} in [suites]{hint(s, recipe.suites)}")
-    k, d, n = recipe.kernel, recipe.decode, recipe.numerics
-    prof = recipe.profiles.get(build.backend) or Profile()  # the backend's sized selection
+    test_variants, default_variants, tv_src = _test_variants(
+        recipe, {"test_variant": val("test.variants"), "changed": val("changed")}
+    )
     device = backends.get(build.backend).device
+    sections = {
+        sec: {n.split(".", 1)[1]: val(n) for n in v if n.startswith(sec + ".")}
+        for sec in ("kernel", "decode", "numerics")
+    }
+    kernel = {**sections["kernel"], "backend": val("kernel.backend") or device}
+    kernel["target_gpus"] = _target_gpus(tuple(val("kernel.target_gpus")))
+    tj, tp = v["test.jobs"], v["test.procs"]
     return RunOptions(
         build=build,
-        variants=tuple(cli.get("variant") or ()),  # type: ignore[arg-type]
-        leave_one_out=bool(cli.get("leave_one_out")),
-        force=bool(cli.get("force")),
-        run=str(cli.get("run") or ""),
-        redo=bool(cli.get("redo")),
+        **{f: val(f) for f in RUN_FIELDS},
         steps=steps,
-        skip=tuple(cli.get("skip") or ()),  # type: ignore[arg-type]
-        check_archs=tuple(cli.get("check_arch") or ()),  # type: ignore[arg-type]
-        measure_same_code=bool(cli.get("measure_same_code")),
-        overlap=not cli.get("no_overlap"),
-        overlap_timing=bool(cli.get("overlap_timing")),
-        reuse=not cli.get("no_reuse"),
-        changed=bool(cli.get("changed")),
         test=TestOptions(
             suites=suites,
-            filter=str(cli.get("filter") or prof.test_filter),
-            jobs=_int(test_jobs, "--test-jobs / PATCHKIT_TEST_JOBS"),
-            procs=_int(test_procs, "--test-procs / PATCHKIT_TEST_PROCS", minimum=1),
+            filter=val("test.filter"),
+            jobs=tj.value,
+            procs=tp.value,
             variants=test_variants,
-            jobs_default=tj_src != "command line" and not tj_src.startswith("PATCHKIT_"),
+            jobs_default=tj.source in ("default", "recipe"),
             default_variants=default_variants,
         ),
-        kernel=KernelOptions(
-            backend=k.backend or device,
-            op=k.op,
-            params=str(cli.get("params") or k.params),
-            test_file=str(cli.get("test_file") or k.test_file),
-            rounds=_int(cli.get("rounds") or k.rounds, "--rounds", minimum=1),
-            path_params=k.path_params,
-            max_rounds=_int(
-                _pick(cli, "kernel_max_rounds", environ, k.max_rounds),
-                "--kernel-max-rounds / PATCHKIT_KERNEL_MAX_ROUNDS",
-                minimum=1,
-            ),
-            max_noise=float(k.max_noise),
-            min_time_s=float(k.min_time),
-            max_seconds=_int(
-                _pick(cli, "kernel_max_seconds", environ, k.max_seconds),
-                "--kernel-max-seconds / PATCHKIT_KERNEL_MAX_SECONDS",
-            ),
-            min_us=_int(
-                _pick(cli, "kernel_min_us", environ, k.min_us),
-                "--kernel-min-us / PATCHKIT_KERNEL_MIN_US",
-            ),
-            target_gpus=_target_gpus(tuple(cli.get("target_gpu") or ()) or k.target_gpus),  # type: ignore[arg-type]
-        ),
-        decode=DecodeOptions(
-            depths=tuple(cli.get("depths") or prof.depths or d.depths),  # type: ignore[arg-type]
-            n_prompt=tuple(cli.get("n_prompt") or d.n_prompt),  # type: ignore[arg-type]
-            n_gen=tuple(cli.get("n_gen") or d.n_gen),  # type: ignore[arg-type]
-            ubatch=tuple(cli.get("ubatch") or d.ubatch),  # type: ignore[arg-type]
-            repetitions=_int(cli.get("repetitions") or d.repetitions, "--repetitions", minimum=1),
-            rounds=_int(cli.get("decode_rounds") or prof.decode_rounds or d.rounds, "--decode-rounds", minimum=1),
-            max_rounds=_int(
-                cli.get("decode_rounds") or prof.decode_max_rounds or d.max_rounds, "bench.decode.max-rounds", minimum=1
-            ),
-            max_noise=float(d.max_noise),
-            max_seconds=_int(d.max_seconds, "bench.decode.max-seconds"),
-            type_k=d.cache_type_k,
-            type_v=d.cache_type_v,
-            threads=d.threads,
-            extra_args=tuple(d.extra_args),
-            model=str(cli.get("model") or d.model),
-        ),
-        numerics=NumericsOptions(
-            depths=tuple(cli.get("numerics_depths") or prof.numerics_depths or n.depths),  # type: ignore[arg-type]
-            prompts=tuple(n.prompts),
-            n_predict=n.n_predict,
-            kl_ctx=n.kl_ctx,
-            kl_chunks=n.kl_chunks,
-        ),
+        kernel=KernelOptions(**kernel),
+        decode=DecodeOptions(**sections["decode"]),
+        numerics=NumericsOptions(**sections["numerics"]),
         sources=(
-            ("-j", str(build.jobs or "ninja's"), jobs_src),
-            ("--test-procs", str(test_procs), tp_src),
-            ("--test-jobs", str(test_jobs or "none"), tj_src),
+            ("-j", str(build.jobs or "ninja's"), _why(v["build.jobs"])),
+            ("--test-procs", str(tp.value), _why(tp)),
+            ("--test-jobs", str(tj.value or "none"), _why(tj)),
             ("tested variants", ", ".join(test_variants) or "the changed ones", tv_src),
         ),
     )
+
+
+def _why(v: Value) -> str:
+    """Where a fast default's value came from, as the start line says it."""
+    return {"command line": "command line", "recipe": f"recipe {v.why}", "environment": v.why}.get(v.source, v.why)
 
 
 def _target_gpus(names: tuple[str, ...]) -> tuple[str, ...]:
@@ -370,62 +349,43 @@ def _target_gpus(names: tuple[str, ...]) -> tuple[str, ...]:
 
 # --- where each setting came from (`patchkit run --show-options`; cibuildwheel's summary() is the model)
 
-SOURCES = ("default", "recipe", "environment", "command line")
-
 
 def describe(
-    recipe: Recipe, cli: Mapping[str, object], *, steps: tuple[str, ...], environ: Mapping[str, str] | None = None
+    recipe: Recipe,
+    cli: Mapping[str, object],
+    *,
+    steps: tuple[str, ...],
+    environ: Mapping[str, str] | None = None,
+    machine: Machine | None = None,
 ) -> list[tuple[str, object, str]]:
     """(setting, value, source) of every field of the resolved RunOptions, e.g. ('kernel.rounds', 3,
-    'recipe'). The options are resolved once per layer of the cascade (patchkit's defaults, + the
-    recipe, + the environment, + the command line); a setting's source is the last layer that changed
-    its value (a layer that repeats the value below it is not named). The lower layers are resolved
-    for the backend finally chosen, so that a value of the recipe's [profile.<backend>] reads as the
-    recipe's; the backend's own source comes from the plain cascade. `steps` is the command's."""
-    import dataclasses
-
+    'recipe'): the sources the one chain recorded (option_set.resolve_one). A recipe's value that
+    ends as the declared default reads as the default (the recipe's build.arch on the cpu backend,
+    where no arch is used). `steps` is the command's."""
     environ = os.environ if environ is None else environ
-    bare = dataclasses.replace(
-        recipe,
-        build=type(recipe.build)(),
-        kernel=type(recipe.kernel)(),
-        decode=type(recipe.decode)(),
-        numerics=type(recipe.numerics)(),
-        profiles={},
-        suites={},
-    )
-    final = resolve_run(recipe, cli, steps=steps, environ=environ)
+    values = resolve_values(recipe, cli, environ, machine or this_machine())
+    final = run_options(recipe, values, steps=steps)
+    src = {n: v.source for n, v in values.items()}
+    leaves = _leaves(final)
+    for name, value in leaves.items():
+        if name in OPTION and value == OPTION[name].default and src[name] == "recipe":
+            src[name] = "default"
+    src["test.default_variants"] = src["test.variants"] = _latest(src["test.variants"], src["changed"])
+    src["test.jobs_default"] = src["test.jobs"]
+    src["sources"] = _latest(src["build.jobs"], src["test.procs"], src["test.jobs"], src["test.variants"])
+    src["steps"] = "command"
+    return [(name, value, src[name]) for name, value in leaves.items()]
 
-    def layers(low: Mapping[str, object]) -> list[RunOptions]:
-        return [
-            resolve_run(bare, low, steps=steps, environ={}),
-            resolve_run(recipe, low, steps=steps, environ={}),
-            resolve_run(recipe, low, steps=steps, environ=environ),
-            final,
-        ]
 
-    sources = _sources(layers({"backend": final.build.backend}))
-    sources["build.backend"] = _sources(layers({}))["build.backend"]
-    sources["steps"] = "command"
-    return [(name, value, sources[name]) for name, value in _leaves(final).items()]
+def _latest(*sources: str) -> str:
+    """The highest layer of the chain among `sources`."""
+    return max(sources, key=option_set.SOURCES.index)
 
 
 def _leaves(obj: object, prefix: str = "") -> dict[str, object]:
     """The fields of nested dataclasses by dotted name: {'build.backend': 'cuda', ...}."""
-    import dataclasses
-
     out: dict[str, object] = {}
     for f in dataclasses.fields(obj):  # type: ignore[arg-type]
         v = getattr(obj, f.name)
         out.update(_leaves(v, f"{prefix}{f.name}.") if dataclasses.is_dataclass(v) else {prefix + f.name: v})
-    return out
-
-
-def _sources(layers: list[RunOptions]) -> dict[str, str]:
-    """Each setting's source: the last of the layers (SOURCES' order) that changed its value."""
-    flat = [_leaves(o) for o in layers]
-    out = {}
-    for name in flat[-1]:
-        changed = [i for i in range(1, len(flat)) if flat[i][name] != flat[i - 1][name]]
-        out[name] = SOURCES[changed[-1]] if changed else SOURCES[0]
     return out

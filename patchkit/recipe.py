@@ -23,6 +23,7 @@ else:  # pragma: no cover
 
 from patchkit import backends, expr
 from patchkit.errors import RecipeError
+from patchkit.option_set import default
 from patchkit.workspace import SAFE_RULE, is_safe_component
 
 DEFAULT_RECIPE = "default"
@@ -90,15 +91,17 @@ class KernelBench:
     op: str = "FLASH_ATTN_EXT"
     params: str = ""  # regex for test-backend-ops -p
     test_file: str = ""  # exact test file (test-backend-ops --test-file), replaces params
-    rounds: int = 3
+    rounds: int = default("kernel.rounds")
     backend: str = ""  # default: the build's backend device (CUDA0 / CPU)
     path_params: str = ""  # regex: which of the timed cases get kernel names (ncu); empty: all
     # adaptive rounds (patchkit.measure.kernel, docs/kernel-timing.md); `rounds` is the least
-    max_rounds: int = 10  # a case stops after this many rounds even if not settled
-    max_noise: float = 0.005  # settled: relative stdev of every binary's samples at most this
-    min_time: float = 0.5  # settled: at least this many seconds timed of every binary
-    max_seconds: int = 600  # no new round past this many seconds of test-backend-ops (0: no cap)
-    min_us: int = 1_000_000  # GGML_TEST_PERF_MIN_US (patches/local/0002): least timed time per case
+    max_rounds: int = default("kernel.max_rounds")  # a case stops after this many rounds even if not settled
+    max_noise: float = default("kernel.max_noise")  # settled: relative stdev of every binary's samples at most this
+    min_time: float = default("kernel.min_time_s")  # settled: at least this many seconds timed of every binary
+    max_seconds: int = default(
+        "kernel.max_seconds"
+    )  # no new round past this many seconds of test-backend-ops (0: no cap)
+    min_us: int = default("kernel.min_us")  # GGML_TEST_PERF_MIN_US (patches/local/0002): least timed time per case
     target_gpus: tuple[str, ...] = ()  # bench:occupancy: GPUs to predict for (patchkit/data/gpus.toml names)
 
 

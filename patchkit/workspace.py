@@ -27,11 +27,12 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from patchkit import option_set
 from patchkit.errors import LockError, PatchkitError
 
 MARKER = "workspace.json"
@@ -62,7 +63,7 @@ class Workspace:
     def at(cls, path: str | os.PathLike | None = None) -> Workspace:
         """The work folder at `path` (or $PATCHKIT_WORK, or ./.patchkit); refuses a file, and a
         folder that was moved or copied from where patchkit made it."""
-        given = str(path or os.environ.get("PATCHKIT_WORK") or ".patchkit")
+        given = str(path or work_folder())
         root = Path(given).resolve()
         if root.exists() and not root.is_dir():
             raise PatchkitError(f"work folder {given}: is a file, not a folder (--work / $PATCHKIT_WORK)")
@@ -270,3 +271,9 @@ def read_json(path: Path) -> object:
     if path.name in _OBJECT_FILES and not isinstance(obj, dict):
         raise DamagedFile(f"{path}: damaged: a JSON {type(obj).__name__}, not the object patchkit writes; {redo}")
     return obj
+
+
+def work_folder(given: object = None, environ: Mapping[str, str] | None = None) -> str:
+    """The work folder's path: --work, else $PATCHKIT_WORK, else ./.patchkit (option_set's `work`)."""
+    o = option_set.OPTION["work"]
+    return str(option_set.resolve_one(o, {o.arg: given}, os.environ if environ is None else environ).value)

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import argparse
 import errno
-import os
 import sys
 
 from patchkit import __version__, proc
 from patchkit.cli import commands, maintain, sweep, wheel
 from patchkit.cli.base import Command
 from patchkit.errors import PatchkitError
+from patchkit.workspace import work_folder
 
 DESCRIPTION = (
     "Carry performance patches for llama.cpp's ggml backends over a moving upstream: fetch a pinned base, "
@@ -53,9 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         if e.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
         what = "no space left on device" if e.errno == errno.ENOSPC else "disk quota exceeded"
-        where = (
-            e.filename or f"writing in {getattr(args, 'work', None) or os.environ.get('PATCHKIT_WORK') or '.patchkit'}"
-        )
+        where = e.filename or f"writing in {work_folder(getattr(args, 'work', None))}"
         print(
             f"patchkit: error: {where}: {what}; free space there and rerun the same command "
             "(what had finished is kept)",

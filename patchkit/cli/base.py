@@ -12,8 +12,9 @@ import argparse
 from collections.abc import Callable
 from typing import ClassVar
 
-from patchkit import backends
-from patchkit.options import Context, context
+from patchkit.option_set import GROUPS, OPTION
+from patchkit.options import Context, RunOptions, context, defaults_line, resolve_run
+from patchkit.run import steps
 
 
 class Command:
@@ -27,48 +28,53 @@ class Command:
         raise NotImplementedError
 
 
+def add_options(p: argparse.ArgumentParser | argparse._ArgumentGroup, *names: str, **help: str) -> None:
+    """The argparse arguments of these settings, generated from their one declaration
+    (patchkit.option_set); `help` replaces a setting's help where a command says it its own way."""
+    for name in names:
+        o = OPTION[name]
+        kw: dict = {"help": help.get(name.replace(".", "_"), o.help)}
+        if o.flags[0].startswith("-"):
+            kw["dest"] = o.arg
+            kw["default"] = [] if o.action == "append" else False if o.action.startswith("store") else None
+        if o.action:
+            kw["action"] = "store_true" if o.action == "store_false" else o.action
+        if o.arg_type:
+            kw["type"] = ARG_TYPES[o.arg_type]
+        for k in ("choices", "metavar", "nargs"):
+            if getattr(o, k):
+                kw[k] = getattr(o, k)
+        p.add_argument(*o.flags, **kw)
+
+
 def add_common(p: argparse.ArgumentParser) -> None:
     """-r/--recipe, --work, --offline: every command that reads a recipe or the work folder."""
-    p.add_argument(
-        "-r", "--recipe", default=None, help="recipe name (recipes/NAME.toml) or path; default: recipes/default.toml"
-    )
-    p.add_argument("--work", default=None, help="work folder (default: $PATCHKIT_WORK or ./.patchkit)")
-    p.add_argument("--offline", action="store_true", help="never use the network; the base must be in the cache")
+    add_options(p, *GROUPS["common"])
 
 
 def add_build(p: argparse.ArgumentParser, *, variants: bool = True) -> None:
     """The build options (backend, arch, jobs, CMake options) and the variant selection."""
-    p.add_argument("--backend", choices=backends.NAMES, default=None, help="default: the recipe's build.backend")
-    p.add_argument("--arch", action="append", default=[], help="CUDA architecture(s): 89, '89;90', native (repeatable)")
-    p.add_argument("--jobs", "-j", type=non_negative_int, default=0, help="parallel build jobs (default: ninja's)")
-    p.add_argument(
-        "--cmake-option",
-        "-D",
-        action="append",
-        default=[],
-        dest="cmake_option",
-        metavar="OPT",
-        help="extra CMake option, e.g. -D GGML_CUDA_FA_ALL_QUANTS=ON",
-    )
-    p.add_argument(
-        "--full-rebuild",
-        action="store_true",
-        help="recompile every unit that includes a changed file (the recipe's [[affects]] units rules not used)",
-    )
+    add_options(p, *GROUPS["build"])
     if variants:
         add_variants(p)
 
 
 def add_variants(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--variant", action="append", default=[], help="only these variants (repeatable), e.g. base, +0001")
-    p.add_argument(
-        "--leave-one-out", action="store_true", help="also each patch left out (where no other depends on it)"
-    )
+    add_options(p, *GROUPS["variants"])
 
 
 def ctx_of(args: argparse.Namespace) -> Context:
     """The recipe and work folder named by the common options."""
     return context(recipe=args.recipe, work=args.work, offline=getattr(args, "offline", False))
+
+
+def resolved(args: argparse.Namespace, kinds: tuple[str, ...]) -> tuple[Context, RunOptions]:
+    """The context and the run's options, checked before anything is written; the fast defaults' line."""
+    ctx = ctx_of(args)
+    steps.check_names(tuple(getattr(args, "skip", None) or ()), "--skip")
+    opts = resolve_run(ctx.recipe, vars(args), steps=kinds)
+    print(defaults_line(opts), flush=True)
+    return ctx, opts
 
 
 # --- argument types: errors in the user's words (argparse prints "argument --x: <message>")
@@ -107,3 +113,4 @@ def _non_negative(s: str) -> int:
 int_list = _typed("int_list", _int_list)
 positive_int = _typed("positive_int", _positive)
 non_negative_int = _typed("non_negative_int", _non_negative)
+ARG_TYPES = {"int_list": int_list, "positive": positive_int, "non_negative": non_negative_int}

@@ -6,27 +6,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
-from patchkit import backends, parsers, report
+from patchkit import backends, option_set, parsers, report
 from patchkit import build as build_mod
 from patchkit.build import unitcheck
 from patchkit.cli import executor as cli_executor
-from patchkit.cli.base import (
-    Command,
-    add_build,
-    add_common,
-    add_variants,
-    ctx_of,
-    int_list,
-    non_negative_int,
-    positive_int,
-)
+from patchkit.cli.base import Command, add_build, add_common, add_options, add_variants, ctx_of, positive_int, resolved
 from patchkit.errors import PatchkitError, ResultsError
 from patchkit.measure.decode import synth_model
-from patchkit.options import build_options, defaults_line, describe, env_value, resolve_run
+from patchkit.option_set import GROUPS
+from patchkit.options import build_options, describe
 from patchkit.report import publish
 from patchkit.results import Bundle, latest_run
 from patchkit.run import pipeline, replay, steps
@@ -53,7 +46,7 @@ class Apply(Command):
     def add_arguments(self, p):
         add_common(p)
         add_variants(p)
-        p.add_argument("--force", action="store_true", help="discard uncommitted edits in variant trees")
+        add_options(p, "force")
 
     def run(self, args):
         ctx = ctx_of(args)
@@ -75,7 +68,7 @@ class Build(Command):
             action="store_true",
             help="compile only the translation units the series touches, per arch (no GPU needed)",
         )
-        p.add_argument("--force", action="store_true", help="discard uncommitted edits in variant trees")
+        add_options(p, "force")
 
     def run(self, args):
         ctx = ctx_of(args)
@@ -124,118 +117,29 @@ def _check(ctx, base, states, opts) -> int:
 def _run_common(p: argparse.ArgumentParser) -> None:
     add_common(p)
     add_build(p)
-    p.add_argument("--run", default=None, help="resume (or name) this run folder instead of starting a new one")
-    p.add_argument("--redo", action="store_true", help="redo steps that finished in this run")
-    p.add_argument("--force", action="store_true", help="discard uncommitted edits in variant trees")
-    p.add_argument(
-        "--measure-same-code",
-        action="store_true",
-        help="also measure variants that compile to base's code here (default: not measured, and the report says so)",
-    )
-    p.add_argument(
-        "--no-overlap",
-        action="store_true",
-        help="run builds and compile checks before the GPU steps instead of beside them",
-    )
-    p.add_argument(
-        "--overlap-timing",
-        action="store_true",
-        help="let compile checks run beside kernel timing and decode too (default: held while they time; "
-        "docs/kernel-timing.md shows what a compile beside them does to the times)",
-    )
-    p.add_argument(
-        "--no-reuse",
-        action="store_true",
-        help="run every test again even where the same build ran the same test before (default: reused, and said)",
-    )
-    p.add_argument(
-        "--changed",
-        action="store_true",
-        help="measure only the variants changed since their last build here, on the cases the change can affect "
-        "([[affects]] rules); base is measured as the reference (docs/kernel-timing.md)",
-    )
+    add_options(p, *GROUPS["run"])
 
 
 def _test_opts(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--filter", "-p", default=None, help="extra test-backend-ops -p regex (a subset of the suites)")
-    p.add_argument("--test-jobs", type=non_negative_int, default=0, help="test-backend-ops -j (parallel test workers)")
-    p.add_argument(
-        "--test-procs",
-        type=non_negative_int,
-        default=None,
-        help="test-backend-ops processes per variant at once, the cases split by one parameter and --test-jobs "
-        "shared between them (default 1; measured on an H200: 2 processes took 46 s where 1 took 85 s)",
-    )
-    p.add_argument(
-        "--test-variant", action="append", default=[], help="run the test suites only on these variants (repeatable)"
-    )
+    add_options(p, *GROUPS["test"])
 
 
 def _kernel_opts(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--rounds", type=positive_int, default=0, help="kernel timing: interleaved rounds (default: recipe)")
-    p.add_argument("--params", default=None, help="kernel timing: test-backend-ops -p regex (default: recipe)")
-    p.add_argument("--test-file", default=None, help="kernel timing: exact test-backend-ops --test-file")
-    p.add_argument(
-        "--kernel-max-rounds",
-        type=positive_int,
-        default=0,
-        help="kernel timing: most rounds of a case (default: recipe)",
-    )
-    p.add_argument(
-        "--kernel-max-seconds",
-        type=non_negative_int,
-        default=None,
-        help="kernel timing: no new round after this many seconds of test-backend-ops (0: no cap; default: recipe)",
-    )
-    p.add_argument(
-        "--kernel-min-us",
-        type=non_negative_int,
-        default=None,
-        help="kernel timing: least timed microseconds per case and process (default: recipe)",
-    )
-    p.add_argument(
-        "--target-gpu",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="bench:occupancy: predict for this GPU, e.g. 'RTX 4070' (repeatable; default: one per --check-arch)",
-    )
+    add_options(p, *GROUPS["kernel"])
 
 
 def _decode_opts(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--depths", type=int_list, default=None, help="decode: llama-bench -d depths, e.g. 0,32768")
-    p.add_argument("--n-prompt", type=int_list, default=None, help="decode: prompt sizes (llama-bench -p), e.g. 512")
-    p.add_argument("--n-gen", type=int_list, default=None, help="decode: tokens generated per test (llama-bench -n)")
-    p.add_argument("--ubatch", type=int_list, default=None, help="decode: micro-batch sizes (llama-bench -ub)")
-    p.add_argument("--repetitions", type=positive_int, default=0, help="decode: llama-bench -r (default: recipe)")
-    p.add_argument(
-        "--decode-rounds",
-        type=positive_int,
-        default=0,
-        help="decode: interleaved llama-bench rounds, least and most (default: recipe)",
-    )
-    p.add_argument("--model", default=None, help="decode/numerics: a GGUF model (default: the synthetic one)")
+    add_options(p, *GROUPS["decode"], *GROUPS["decode_model"])
 
 
 def _numerics_opts(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--numerics-depths",
-        type=int_list,
-        default=None,
-        help="numerics: context depths, e.g. 0,16384 (default: recipe)",
-    )
+    add_options(p, *GROUPS["numerics"])
 
 
 def measure(args: argparse.Namespace, kinds: tuple[str, ...], *, label: str, not_run_ok: bool) -> tuple[Bundle, int]:
     """Resolve the options (before anything is written), run the pipeline, and the exit status."""
-    ctx = ctx_of(args)
-    steps.check_names(tuple(getattr(args, "skip", None) or ()), "--skip")
-    opts = resolve_run(ctx.recipe, vars(args), steps=kinds)
-    print(defaults_line(opts), flush=True)
-    bundle = pipeline.run(ctx, opts, label=label)
-    names = [n for n in bundle.data["steps"] if n.startswith("build:")]
-    names += [name for _, name in pipeline.wanted(ctx.recipe, opts)]
-    return bundle, pipeline.exit_status(bundle, names, not_run_ok=not_run_ok)
+    ctx, opts = resolved(args, kinds)
+    return pipeline.run_with_status(ctx, opts, label=label, not_run_ok=not_run_ok)
 
 
 class Test(Command):
@@ -244,7 +148,7 @@ class Test(Command):
 
     def add_arguments(self, p):
         _run_common(p)
-        p.add_argument("suites", nargs="*", help="suite names from the recipe's [suites] (default: all)")
+        add_options(p, "test.suites")
         _test_opts(p)
 
     def run(self, args):
@@ -274,7 +178,7 @@ class Numerics(Command):
     def add_arguments(self, p):
         _run_common(p)
         _numerics_opts(p)
-        p.add_argument("--model", default=None, help="a GGUF model (default: the synthetic one)")
+        add_options(p, "decode.model", decode_model="a GGUF model (default: the synthetic one)")
 
     def run(self, args):
         return measure(args, ("numerics",), label="numerics", not_run_ok=False)[1]
@@ -286,20 +190,10 @@ class Run(Command):
 
     def add_arguments(self, p):
         _run_common(p)
-        p.add_argument(
-            "--skip",
-            action="append",
-            default=[],
-            metavar="STEP",
-            help=f"a step (or step:instance) not to run: {', '.join(k.name for k in steps.STEPS)} (repeatable)",
-        )
+        names = ", ".join(k.name for k in steps.STEPS)
+        add_options(p, "skip", skip=f"a step (or step:instance) not to run: {names} (repeatable)")
         p.add_argument("--label", default="", help="suffix of the run folder's name")
-        p.add_argument(
-            "--check-arch",
-            action="append",
-            default=[],
-            help="also compile-check the touched translation units for this CUDA arch (repeatable)",
-        )
+        add_options(p, "check_archs")
         _test_opts(p)
         _kernel_opts(p)
         _decode_opts(p)
@@ -333,10 +227,8 @@ def show_options(args: argparse.Namespace, kinds: tuple[str, ...]) -> int:
     nothing and writes nothing."""
     ctx = ctx_of(args)
     steps.check_names(tuple(args.skip or ()), "--skip")
-    rows = [
-        ("recipe", str(ctx.recipe.path), "command line" if args.recipe else "default"),
-        ("work", str(ctx.ws.root), "command line" if args.work else "environment" if env_value("work") else "default"),
-    ]
+    own = option_set.resolve(("recipe", "work"), vars(args), os.environ)
+    rows = [("recipe", str(ctx.recipe.path), own["recipe"].source), ("work", str(ctx.ws.root), own["work"].source)]
     rows += describe(ctx.recipe, vars(args), steps=kinds)
     width = max(len(n) for n, _, _ in rows)
     print(f"patchkit run: {len(rows)} settings (value, then where it came from)")

@@ -6,23 +6,16 @@ folders into one report (patchkit.executor, docs/ray.md)."""
 from __future__ import annotations
 
 import argparse
+import os
 
-from patchkit import executor
-from patchkit.cli.base import ctx_of
-from patchkit.options import defaults_line, env_value, resolve_run
-from patchkit.run import steps
+from patchkit import executor, option_set
+from patchkit.cli.base import add_options, resolved
 
 
 def add_executor(p: argparse.ArgumentParser) -> None:
     """--executor, --address, --target (an argument group of their own)."""
     g = p.add_argument_group("where it runs (docs/ray.md)")
-    g.add_argument(
-        "--executor",
-        choices=executor.KINDS,
-        default=None,
-        help="local (default, or $PATCHKIT_EXECUTOR): here; ray: each --target's whole comparison on a node "
-        "of a Ray cluster, one merged report",
-    )
+    add_options(g, "executor")
     g.add_argument(
         "--address",
         default=None,
@@ -42,9 +35,9 @@ def add_executor(p: argparse.ArgumentParser) -> None:
 
 def executor_of(args: argparse.Namespace) -> executor.ExecutorOptions:
     """The executor settings of the command line (> $PATCHKIT_EXECUTOR > local), checked."""
-    kind = getattr(args, "executor", None) or env_value("executor") or "local"
+    kind = option_set.resolve_one(option_set.OPTION["executor"], vars(args), os.environ).value
     return executor.executor_options(
-        kind, address=getattr(args, "address", None) or "", targets=tuple(getattr(args, "target", None) or ())
+        str(kind), address=getattr(args, "address", None) or "", targets=tuple(getattr(args, "target", None) or ())
     )
 
 
@@ -57,8 +50,5 @@ def run(args: argparse.Namespace, kinds: tuple[str, ...], *, label: str, not_run
     """Resolve the options (before anything is written), run every target through the executor, render
     the merged report; the exit status (0 all ok, 1 a step not ok or a target lost, 2 a run stopped)."""
     exe = executor_of(args)
-    ctx = ctx_of(args)
-    steps.check_names(tuple(getattr(args, "skip", None) or ()), "--skip")
-    opts = resolve_run(ctx.recipe, vars(args), steps=kinds)
-    print(defaults_line(opts), flush=True)
+    ctx, opts = resolved(args, kinds)
     return executor.run_targets(ctx, opts, exe, label=label, not_run_ok=not_run_ok)

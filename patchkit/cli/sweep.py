@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
-from patchkit import backends
-from patchkit.cli.base import Command, add_common, ctx_of, non_negative_int, positive_int
+from patchkit import backends, option_set
+from patchkit.cli.base import Command, add_common, add_options, ctx_of, non_negative_int, positive_int
 from patchkit.measure import env
 from patchkit.options import build_options
 from patchkit.sweep.gpu import GpuOptions
+from patchkit.sweep.occupancy import FILTERS
 from patchkit.sweep.run import SweepOptions, run_sweep
 from patchkit.sweep.spec import STRATEGIES, SweepError, SweepSpec, load_spec, override, parse_sweep
 
@@ -22,7 +24,14 @@ def spec_of(args: argparse.Namespace, recipe) -> SweepSpec:
         if not recipe.sweep:  # the recipe keeps [sweep] as written; it is validated here
             raise SweepError(f"{recipe.path}: no [sweep] table; give one with --spec FILE (see docs/sweep.md)")
         spec = parse_sweep(dict(recipe.sweep), f"{recipe.path}: sweep")
-    return override(spec, params=tuple(args.param), archs=tuple(args.arch), strategy=args.strategy or "")
+    return override(
+        spec,
+        params=tuple(args.param),
+        archs=tuple(args.arch),
+        strategy=args.strategy or "",
+        target_gpus=tuple(args.target_gpu),
+        occupancy_filter=args.occupancy_filter or "",
+    )
 
 
 class Sweep(Command):
@@ -57,10 +66,23 @@ class Sweep(Command):
             help="grid: time every valid point; halving: "
             "short timing for all, longer for the best third, ... (default: the spec's)",
         )
-        p.add_argument("--check-only", action="store_true", help="compile checks only (no GPU needed)")
         p.add_argument(
-            "--jobs", "-j", type=non_negative_int, default=0, help="parallel compile jobs (default: ninja's)"
+            "--target-gpu",
+            action="append",
+            default=[],
+            metavar="NAME",
+            help="predict occupancy on this GPU, e.g. 'RTX 4070' (repeatable; replaces the spec's predict.targets; "
+            "its arch must be compile-checked)",
         )
+        p.add_argument(
+            "--occupancy-filter",
+            choices=FILTERS,
+            default=None,
+            help="below-start: do not time points predicted below the starting row's blocks per SM on the first "
+            "target GPU; none: show the prediction only (default: the spec's predict.filter, else none)",
+        )
+        p.add_argument("--check-only", action="store_true", help="compile checks only (no GPU needed)")
+        add_options(p, "build.jobs", build_jobs="parallel compile jobs (default: ninja's)")
         p.add_argument(
             "--lanes",
             type=positive_int,
@@ -73,7 +95,7 @@ class Sweep(Command):
             metavar="A",
             help="the GPU's architecture: the measured build (default: the recipe's build.arch / PATCHKIT_ARCH)",
         )
-        p.add_argument("--test-jobs", type=non_negative_int, default=0, help="test-backend-ops -j of the test suites")
+        add_options(p, "test.jobs", test_jobs="test-backend-ops -j of the test suites")
         p.add_argument(
             "--confirm-rounds",
             type=non_negative_int,
@@ -84,13 +106,14 @@ class Sweep(Command):
     def run(self, args: argparse.Namespace) -> int:
         ctx = ctx_of(args)
         spec = spec_of(args, ctx.recipe)
+        # -j, --test-jobs and the kernels' least timed time through the one chain (recipe < PATCHKIT_* < flag)
+        got = option_set.resolve(
+            ("build.jobs", "test.jobs", "kernel.min_us"), vars(args), os.environ, recipe=ctx.recipe
+        )
+        jobs = int(got["build.jobs"].value)  # type: ignore[call-overload]
         gpu = None
         if not args.check_only:  # both checked before anything is fetched or written
-            cli = {
-                "arch": [args.build_arch] if args.build_arch else [],
-                "jobs": args.jobs,
-                "backend": backends.CUDA.name,
-            }
+            cli = {"arch": [args.build_arch] if args.build_arch else [], "jobs": jobs, "backend": backends.CUDA.name}
             bopts = build_options(ctx.recipe, cli)
             if len(bopts.archs) != 1 or not bopts.archs[0].isdigit():
                 raise SweepError(
@@ -104,11 +127,11 @@ class Sweep(Command):
                 )
             gpu = GpuOptions(
                 opts=bopts,
-                test_jobs=args.test_jobs,
-                min_us=ctx.recipe.kernel.min_us,
+                test_jobs=int(got["test.jobs"].value),  # type: ignore[call-overload]
+                min_us=int(got["kernel.min_us"].value),  # type: ignore[call-overload]
                 confirm_rounds=args.confirm_rounds,
             )
-        run_sweep(ctx, spec, SweepOptions(check_only=args.check_only, jobs=args.jobs, lanes=args.lanes, gpu=gpu))
+        run_sweep(ctx, spec, SweepOptions(check_only=args.check_only, jobs=jobs, lanes=args.lanes, gpu=gpu))
         return 0
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from patchkit import backends
-from patchkit.cli.base import Command, add_common, ctx_of, non_negative_int, positive_int
+from patchkit.cli.base import Command, add_common, add_options, ctx_of, positive_int
+from patchkit.options import build_options
 from patchkit.wheel.build import WheelOptions, build_wheel
 from patchkit.wheel.check import CheckOptions, check_wheel
 from patchkit.workspace import Workspace
@@ -41,20 +41,15 @@ class Wheel(Command):
         p.add_argument(
             "--variant", required=True, help="the variant, e.g. +0001+0002 (built first with `patchkit build`)"
         )
-        p.add_argument("--backend", choices=backends.NAMES, default=None, help="default: the recipe's build.backend")
-        p.add_argument(
-            "--arch",
-            action="append",
-            default=[],
-            help="CUDA architecture(s) as built: 89, '89;90' (repeatable; default: the recipe's)",
+        add_options(
+            p,
+            "build.backend",
+            "build.archs",
+            build_archs="CUDA architecture(s) as built: 89, '89;90' (repeatable; default: the recipe's)",
         )
         p.add_argument("-o", "--output", default=None, help="folder for the wheel (default: <work>/wheels/<recipe>)")
-        p.add_argument(
-            "--jobs",
-            "-j",
-            type=non_negative_int,
-            default=0,
-            help="parallel compile jobs (CMAKE_BUILD_PARALLEL_LEVEL; default: the build tool's)",
+        add_options(
+            p, "build.jobs", build_jobs="parallel compile jobs (CMAKE_BUILD_PARALLEL_LEVEL; default: the build tool's)"
         )
         p.add_argument(
             "--no-isolation",
@@ -73,18 +68,21 @@ class Wheel(Command):
         p.add_argument("--rebuild", action="store_true", help="build even if the output folder has this wheel already")
 
     def run(self, args: argparse.Namespace) -> int:
+        ctx = ctx_of(args)
+        # backend, arch and -j through the one chain (recipe < PATCHKIT_* < flag), as `patchkit build` has them
+        built = build_options(ctx.recipe, {"backend": args.backend, "arch": args.arch, "jobs": args.jobs})
         opts = WheelOptions(
             variant=args.variant,
-            backend=args.backend,
-            archs=tuple(args.arch),
-            jobs=args.jobs,
+            backend=built.backend,
+            archs=built.archs,
+            jobs=built.jobs,
             cmake_options=tuple(args.cmake_option),
             output=Path(args.output) if args.output else None,
             isolation=not args.no_isolation,
             rebuild=args.rebuild,
             hint_args=_given_common(args),
         )
-        build_wheel(ctx_of(args), opts)
+        build_wheel(ctx, opts)
         return 0
 
 
@@ -94,7 +92,7 @@ class WheelCheck(Command):
 
     def add_arguments(self, p: argparse.ArgumentParser) -> None:
         p.add_argument("wheel", help="the .whl made by `patchkit wheel`")
-        p.add_argument("--work", default=None, help="work folder for logs (default: $PATCHKIT_WORK or ./.patchkit)")
+        add_options(p, "work", work="work folder for logs (default: $PATCHKIT_WORK or ./.patchkit)")
         p.add_argument(
             "--model",
             default=None,

@@ -8,10 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchkit.errors import OptionError
+from patchkit.option_set import OPTION
 from patchkit.options import RunOptions
 from patchkit.workspace import SAFE_RULE, is_safe_component
 
-KINDS = ("local", "ray")
+KINDS = OPTION["executor"].choices  # declared once, with --executor / PATCHKIT_EXECUTOR
 DEFAULT_TARGET = "ray"  # --executor ray without --target: one comparison on any node that can run it
 _RESOURCE = re.compile(r"[A-Za-z0-9_.:-]+")
 

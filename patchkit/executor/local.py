@@ -12,12 +12,12 @@ def run_job(ctx: Context, job: Job) -> tuple[Bundle, int]:
     """The job's comparison (pipeline.run), its target recorded in results.json (`target`), and its exit
     status: every build and selected step ok, or (with `not_run_ok`) not run because it cannot run here.
     The bundle stays locked for this process: close it when done."""
-    bundle = pipeline.run(ctx, job.opts, label=job.label)
-    if job.target.name:
-        bundle.set_meta(target=job.target.name)
-    names = [n for n in bundle.data["steps"] if n.startswith("build:")]
-    names += [name for _, name in pipeline.wanted(ctx.recipe, job.opts)]
-    return bundle, pipeline.exit_status(bundle, names, not_run_ok=job.not_run_ok)
+
+    def tag(bundle: Bundle) -> None:
+        if job.target.name:
+            bundle.set_meta(target=job.target.name)
+
+    return pipeline.run_with_status(ctx, job.opts, label=job.label, not_run_ok=job.not_run_ok, then=tag)
 
 
 def run_jobs(ctx: Context, jobs: list[Job], options: ExecutorOptions) -> list[Outcome]:

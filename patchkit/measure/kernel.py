@@ -19,6 +19,7 @@ from patchkit.errors import ParseError, ResultsError
 from patchkit.measure import stats
 from patchkit.measure.clocks import Clocks
 from patchkit.measure.tool import Bins, Built, missing_options, run_logged
+from patchkit.option_set import default
 from patchkit.options import RunOptions
 from patchkit.progress import Progress
 from patchkit.results import Bundle, Status, Step, upstreamdb
@@ -37,12 +38,12 @@ class Timing:
     once every case has had `min_rounds` no new round starts after `max_seconds` of test-backend-ops
     processes (0: no time cap). `min_us` is each case's minimum timed time per process."""
 
-    min_rounds: int = 3
-    max_rounds: int = 10
-    max_noise: float = 0.005
-    min_time_s: float = 0.5
-    max_seconds: float = 600.0
-    min_us: int = 1_000_000
+    min_rounds: int = default("kernel.rounds")
+    max_rounds: int = default("kernel.max_rounds")
+    max_noise: float = default("kernel.max_noise")
+    min_time_s: float = default("kernel.min_time_s")
+    max_seconds: float = float(default("kernel.max_seconds"))
+    min_us: int = default("kernel.min_us")
 
     @classmethod
     def fixed(cls, rounds: int) -> Timing:

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from patchkit import backends, parsers, proc
-from patchkit.errors import ToolNotFound
+from patchkit.errors import ResultsError, ToolNotFound
 from patchkit.measure import reuse
 from patchkit.measure.tool import Bins, Built, completed_from_log, run_parsed
 from patchkit.options import RunOptions
@@ -130,13 +130,25 @@ def inputs(built: Built, opts: RunOptions, name: str) -> dict:
     return {"op": opts.kernel.op, "path_params": opts.kernel.path_params}
 
 
+def recorded_target(bundle: Bundle, d: dict) -> tuple[str, str]:
+    """(test-backend-ops device, op) a step profiled: its own record where it has one, else that of the
+    bench:kernel step whose cases it took (bench:path runs on those cases, with that device and op)."""
+    kb = bundle.step("bench:kernel")
+    kd = kb.data if kb is not None else {}
+    backend, op = d.get("backend") or kd.get("backend"), d.get("op") or kd.get("op")
+    if not backend or not op:
+        raise ResultsError(f"{bundle.path}: bench:path: no recorded device and op (nor a bench:kernel step's)")
+    return str(backend), str(op)
+
+
 def reparse(bundle: Bundle, old: Step, bins: list[Bins]) -> Step:
     d = old.data
+    backend, op = recorded_target(bundle, d)
     return run_kernel_path(
         bundle,
         bins,
-        backend=backends.CUDA.device,
-        op="FLASH_ATTN_EXT",
+        backend=backend,
+        op=op,
         cases=[c["params"] for c in d["cases"]],
         launch_count=d.get("launch_count", 40),
     )

@@ -364,6 +364,24 @@ def _one(built: Built, opts: RunOptions, kind: steps.StepKind, name: str) -> lis
     return [record(built.bundle, step)]
 
 
+def run_with_status(
+    ctx: Context,
+    opts: RunOptions,
+    *,
+    label: str,
+    not_run_ok: bool,
+    then: Callable[[Bundle], None] | None = None,
+) -> tuple[Bundle, int]:
+    """`run`, then its exit status over every build and selected step (`exit_status`); `then` is
+    called with the bundle before the status is worked out (the executor records its target)."""
+    bundle = run(ctx, opts, label=label)
+    if then is not None:
+        then(bundle)
+    names = [n for n in bundle.data["steps"] if n.startswith("build:")]
+    names += [name for _, name in wanted(ctx.recipe, opts)]
+    return bundle, exit_status(bundle, names, not_run_ok=not_run_ok)
+
+
 def exit_status(bundle: Bundle, names: list[str], *, not_run_ok: bool) -> int:
     """0 when every named step is ok (or, with `not_run_ok`, could not apply here: not run); 1 when
     any failed, errored or is missing. The bad ones are listed on one line."""

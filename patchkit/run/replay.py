@@ -10,23 +10,32 @@ from pathlib import Path
 from patchkit import backends
 from patchkit.errors import ResultsError
 from patchkit.measure.tool import Bins
-from patchkit.options import Context
+from patchkit.options import Context, Machine, RunOptions, resolve_run
 from patchkit.recipe import Recipe
 from patchkit.results import Bundle, Status, Step, new_run_id
 from patchkit.run import pipeline, steps
 from patchkit.workspace import write_json
 
 
-def _defaults(bundle: Bundle, name: str, data: dict, recipe: Recipe | None) -> dict:
-    """A step that errored before recording its arguments: take them from the recipe."""
+def _settings(backend: str, recipe: Recipe) -> RunOptions:
+    """The run's options as resolved for its backend (option_set's one chain), for what a step did not
+    record: the settings of a step that errored before recording them, or of imported logs."""
+    return resolve_run(recipe, {"backend": backend}, steps=(), machine=Machine(cores=0, gpus=0))
+
+
+def _kernel_settings(opts: RunOptions) -> dict:
+    k = opts.kernel
+    return {"backend": k.backend, "op": k.op, "params": k.params, "test_file": k.test_file, "rounds": k.rounds}
+
+
+def _recorded(bundle: Bundle, name: str, data: dict, recipe: Recipe | None) -> dict:
+    """The step's recorded settings; what it did not record (it errored first) from the resolved options."""
     d = dict(data)
     if recipe is None:
         return d
-    k = recipe.kernel
-    d.setdefault("backend", backends.device(bundle.data.get("backend", recipe.build.backend)))
-    if name == "bench:kernel":
-        for key, val in (("op", k.op), ("params", k.params), ("test_file", k.test_file), ("rounds", k.rounds)):
-            d.setdefault(key, val)
+    opts = _settings(str(bundle.data.get("backend") or ""), recipe)
+    for key, val in (_kernel_settings(opts) if name == "bench:kernel" else {"backend": opts.device}).items():
+        d.setdefault(key, val)
     return d
 
 
@@ -47,7 +56,7 @@ def reparse_step(bundle: Bundle, name: str, recipe: Recipe | None = None) -> Ste
         else [v["name"] for v in bundle.data.get("variants", [])]
     )
     bins = [Bins(variant=v, dir=Path("bin") / v) for v in variants]
-    old.data = _defaults(bundle, name, old.data, recipe)
+    old.data = _recorded(bundle, name, old.data, recipe)
     with bundle.replaying(old):
         step = kind.reparse(bundle, old, bins)
     step.seconds = old.seconds  # the measured wall time of the original run
@@ -123,9 +132,10 @@ def _import_bundle(ctx: Context, req: ImportRequest, env: dict | None) -> Bundle
 
 def _pending_step(ctx: Context, req: ImportRequest, name: str, rounds: dict[str, int]) -> Step:
     r = ctx.recipe
-    data: dict = {"backend": backends.device(req.backend)}
+    opts = _settings(req.backend, r)
+    data: dict = {"backend": opts.device}
     if name == "bench:kernel":
-        data.update(op=r.kernel.op, params=r.kernel.params, test_file=r.kernel.test_file, rounds=max(rounds.values()))
+        data.update({**_kernel_settings(opts), "backend": opts.device, "rounds": max(rounds.values())})
     elif name.startswith("test:"):
         data.update(suite=req.suite, args=list(r.suites.get(req.suite, ())), variants={v: {} for v, _ in req.logs})
     else:

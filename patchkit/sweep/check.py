@@ -35,6 +35,7 @@ from pathlib import Path
 from patchkit import backends, build, proc, vcs
 from patchkit.build import table as tbl
 from patchkit.errors import ApplyError, BuildError
+from patchkit.measure import resources
 from patchkit.parsers.compiler import failed_objects
 from patchkit.recipe import Recipe
 from patchkit.source import sha256_file
@@ -262,13 +263,20 @@ def _compile(a: _Arch, tree: Path, store: Store, point: Point, units: list[str])
     )
 
 
-def _setups(recipe: Recipe, store: Store, archs: tuple[str, ...], jobs: int, lane: int, gpu) -> list[_Arch]:
+def _setups(
+    recipe: Recipe, store: Store, archs: tuple[str, ...], jobs: int, lane: int, gpu, ptxas: bool
+) -> list[_Arch]:
+    """Each arch's options; with `ptxas` (the spec predicts occupancy) ptxas's resource report is added
+    to every arch but the measured build's (whose compile commands must equal that build's)."""
     out = []
     for arch in archs:
         if gpu is not None and arch == gpu.arch:  # the measured build's own options: its objects are the build's
             opts = dataclasses.replace(gpu.opts, jobs=jobs or gpu.opts.jobs)
         else:
             opts = build.options_from(recipe, backend=backends.CUDA.name, archs=(arch,), jobs=jobs)
+            if ptxas:
+                cmake = resources.ptxas_cmake_options(build.toolchain(opts).cmake_args, opts.cmake_options)
+                opts = dataclasses.replace(opts, cmake_options=cmake)
         out.append(_Arch(arch=arch, opts=opts, tc=build.toolchain(opts), bdir=store.build_dir(arch, lane)))
     return out
 
@@ -395,9 +403,10 @@ def check_points(
     lanes = max(1, lanes)
     per_lane = max(1, jobs // lanes) if jobs else 0
     lane_list = []
+    ptxas = plan.spec.predict is not None
     for k in range(lanes):  # worktrees are made one after the other (git's worktree list)
         tree = move_tree(ws, recipe, store, head, store.lane_tree(k))
-        lane_list.append(_Lane(index=k, tree=tree, setups=_setups(recipe, store, archs, per_lane, k, keep)))
+        lane_list.append(_Lane(index=k, tree=tree, setups=_setups(recipe, store, archs, per_lane, k, keep, ptxas)))
     units = row_units(lane_list[0].tree, plan.spec, header)
     kw = {"head": head, "units": units, "keep": keep, "on_ok": on_ok}
     records: dict[str, dict] = {}

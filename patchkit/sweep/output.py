@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 
 from patchkit.build.table import format_value
 from patchkit.measure import stats
+from patchkit.sweep import occupancy as predicted
 from patchkit.sweep.check import invalid_reason
 from patchkit.sweep.search import Compared, Timing, compare
 from patchkit.sweep.store import Store
@@ -122,9 +123,14 @@ def verdict_text(v: View, plan: dict) -> str:
     return _verdict(v, plan.get("rungs", []))
 
 
-def table_md(plan: dict, vs: list[View]) -> str:
+def table_md(plan: dict, vs: list[View], preds: dict[str, dict[str, dict]] | None = None) -> str:
+    """The points' table; with `preds` (patchkit.sweep.occupancy.predictions) a predicted column per target GPU."""
     cases = _cases(vs)
+    preds = preds or {}
+    targets = (plan["spec"].get("predict") or {}).get("targets", []) if preds else []
+    dropped = predicted.filtered(plan, preds)
     head = ["point", "valid", *[f"c{i + 1} (us)" for i in range(len(cases))], "vs start (95 % interval)", "verdict"]
+    head += [f"predicted {t} (sm_{predicted.target_arch(t, plan['archs'])})" for t in targets]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for v in vs:
         valid = "no: " + v.invalid.replace("|", "\\|") if v.invalid else ("yes" if v.checked else "not checked")
@@ -133,9 +139,11 @@ def table_md(plan: dict, vs: list[View]) -> str:
             xs = v.timing.samples.get(c) if v.timing is not None else None
             times.append(f"{float(np.median(xs)):.1f}" if xs else "-")
         name = f"{v.name} (start)" if v.reference else v.name
-        lines.append(
-            "| " + " | ".join([name, valid, *times, _ratio(v.compared), _verdict(v, plan.get("rungs", []))]) + " |"
-        )
+        verdict = _verdict(v, plan.get("rungs", []))
+        if v.name in dropped and v.compared is None and not v.invalid:
+            verdict += f" (filtered: {dropped[v.name]})"
+        cells = [predicted.cell(preds.get(v.name, {}).get(t)) for t in targets]
+        lines.append("| " + " | ".join([name, valid, *times, _ratio(v.compared), verdict, *cells]) + " |")
     legend = [f"- c{i + 1}: `{c}`" for i, c in enumerate(cases)]
     spec = plan["spec"]
     where = f"{spec['file']}:{plan['row']['line']}"
@@ -144,7 +152,8 @@ def table_md(plan: dict, vs: list[View]) -> str:
         f"from variant {plan['start']['variant']}; compile-checked for {', '.join('sm_' + a for a in plan['archs'])}; "
         f"ratios are the {spec['objective']} of the cases' times, point / start.\n"
     )
-    return title + "\n" + "\n".join(lines) + "\n" + ("\nCases:\n\n" + "\n".join(legend) + "\n" if legend else "")
+    cases_md = "\nCases:\n\n" + "\n".join(legend) + "\n" if legend else ""
+    return title + "\n" + "\n".join(lines) + "\n" + (predicted.note(plan) if preds else "") + cases_md
 
 
 def heatmap_axes(plan: dict) -> tuple[str, ...]:
@@ -232,7 +241,9 @@ def _why_counts(invalid: list[View]) -> str:
     return "; ".join(parts) + more
 
 
-def section_items(plan: dict, vs: list[View], top: View | None, conf: dict | None = None) -> tuple[str, list[str]]:
+def section_items(
+    plan: dict, vs: list[View], top: View | None, conf: dict | None = None, preds: dict | None = None
+) -> tuple[str, list[str]]:
     """The "Parameter sweep" section as its opening sentence and its items (the report's too)."""
     spec = plan["spec"]
     tried = [v for v in vs if not v.reference]
@@ -267,12 +278,31 @@ def section_items(plan: dict, vs: list[View], top: View | None, conf: dict | Non
             items.append("No point is faster than the starting row beyond the noise: the row is left as it is.")
     if conf is not None and top is not None and conf.get("point") == top.name:
         items.append(confirm_line(conf))
+    if preds:
+        items.append(_predicted_item(plan, vs, top, preds))
     return intro, items
 
 
-def section_md(plan: dict, vs: list[View], top: View | None, conf: dict | None = None) -> str:
+def _predicted_item(plan: dict, vs: list[View], top: View | None, preds: dict[str, dict[str, dict]]) -> str:
+    """One sentence: the starting row's and the best point's predicted blocks per SM per target GPU, and
+    what the filter left out."""
+    ref = next((v for v in vs if v.reference), None)
+    parts = []
+    for t in plan["spec"]["predict"]["targets"]:
+        one = f"{t}: start {predicted.cell(preds.get(ref.name if ref else '', {}).get(t))}"
+        if top is not None:
+            one += f", best {predicted.cell(preds.get(top.name, {}).get(t))}"
+        parts.append(one)
+    dropped = predicted.filtered(plan, preds)
+    tail = f"; {len(dropped)} points not timed for it (below the starting row's on the first target)" if dropped else ""
+    return (
+        "Predicted blocks per SM (limiter), occupancy (ptxas registers, not measured): " + "; ".join(parts) + tail + "."
+    )
+
+
+def section_md(plan: dict, vs: list[View], top: View | None, conf: dict | None = None, preds=None) -> str:
     """The report's "Parameter sweep" section, as out/section.md."""
-    intro, items = section_items(plan, vs, top, conf)
+    intro, items = section_items(plan, vs, top, conf, preds)
     return "\n".join(["### Parameter sweep", "", intro, "", *(f"- {x}" for x in items)]) + "\n"
 
 
@@ -355,6 +385,7 @@ def confirm_md(conf: dict) -> str:
 def write_outputs(store: Store) -> dict[str, str]:
     """out/sweep.md, heatmap.png, best.patch (when a point is faster) and section.md, from the store."""
     plan, vs, top, conf = load(store)
+    preds = predicted.predictions(store.root, plan, store.load_records(plan))
     store.out.mkdir(parents=True, exist_ok=True)
     files = {"table": store.out / "sweep.md", "section": store.out / "section.md"}
     extra = ""
@@ -363,8 +394,8 @@ def write_outputs(store: Store) -> dict[str, str]:
         extra += floor_md(read_json(cases_file), vs, top)  # type: ignore[arg-type]
     if conf is not None:
         extra += confirm_md(conf)
-    write_atomic(files["table"], table_md(plan, vs) + extra)
-    write_atomic(files["section"], section_md(plan, vs, top, conf))
+    write_atomic(files["table"], table_md(plan, vs, preds) + extra)
+    write_atomic(files["section"], section_md(plan, vs, top, conf, preds))
     png = heatmap_png(plan, vs)
     heat = store.out / "heatmap.png"
     if png is not None:

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from patchkit import backends, build, series, source, vcs
 from patchkit.options import Context
 from patchkit.sweep import check, output, points, search
+from patchkit.sweep import occupancy as predicted
 from patchkit.sweep.gpu import Ahead, Gpu, GpuOptions
 from patchkit.sweep.spec import SweepError, SweepSpec, hint
 from patchkit.sweep.store import Store, plan_json
@@ -126,6 +127,8 @@ def run_sweep(
     if not opts.check_only and opts.gpu is not None and measure is None:
         keep = check.Keep(arch=opts.gpu.arch, opts=opts.gpu.opts)
     archs = p.archs if keep is None or keep.arch in p.archs else (*p.archs, keep.arch)
+    if spec.predict is not None:  # before anything is written
+        predicted.check_targets(spec.predict, archs, spec.at("predict", "targets"))
     print(
         f"sweep {spec.name}: {len(p.plan.points)} points ({p.plan.combinations} combinations, "
         f"{p.plan.excluded} left out by the constraints), start {p.start.variant} ({p.start.head[:12]}), "
@@ -170,6 +173,7 @@ def run_sweep(
             valid = [x for x in p.plan.points if not check.invalid_reason(records[x.name])]
             if not any(x.reference for x in valid):
                 raise SweepError(f"{spec.at('start')}: the starting row does not compile; nothing to time against")
+            valid = _filter(store, valid)
             t1 = time.monotonic()
             rungs = search.search(p.plan, store, valid, measure, spec.strategy)
             seconds["search (timing rungs)"] = round(time.monotonic() - t1, 1)
@@ -185,6 +189,16 @@ def run_sweep(
     for what, path in files.items():
         print(f"{what}: {path}")
     return files
+
+
+def _filter(store: Store, valid: list[points.Point]) -> list[points.Point]:
+    """The valid points less those the spec's predicted-occupancy filter drops (opt-in; see
+    patchkit.sweep.occupancy). The stored plan is what the outputs read, so they show the same."""
+    plan = store.load_plan()
+    drop = predicted.filtered(plan, predicted.predictions(store.root, plan, store.load_records(plan)))
+    for name, why in drop.items():
+        print(f"{name}: not timed: {why}")
+    return [x for x in valid if x.name not in drop]
 
 
 def _confirm(store: Store, p: Prepared, gpu: Gpu, rungs: list[str]) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from patchkit.errors import ReportError
 from patchkit.report.fmt import Block, bullets, details, table, text
+from patchkit.sweep import occupancy as predicted
 from patchkit.sweep import output
 from patchkit.sweep.store import Store
 
@@ -26,7 +27,8 @@ def markdown(folders: list[Path]) -> list[Block]:
     for folder in folders:
         store = Store(Path(folder))
         plan, vs, top, conf = output.load(store)
-        intro, items = output.section_items(plan, vs, top, conf)
+        preds = predicted.predictions(store.root, plan, store.load_records(plan))
+        intro, items = output.section_items(plan, vs, top, conf, preds)
         rows = [
             [
                 v.name,

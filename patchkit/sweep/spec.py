@@ -12,7 +12,6 @@ and/or/not. Nothing else is accepted, nothing is passed to eval.
 from __future__ import annotations
 
 import ast
-import difflib
 import itertools
 import math
 import re
@@ -27,7 +26,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from patchkit import expr
-from patchkit.errors import PatchkitError
+from patchkit.sweep import occupancy as occupancy_spec
+from patchkit.sweep.errors import SweepError, hint
 from patchkit.workspace import SAFE_RULE, is_safe_component
 
 Value = int | bool
@@ -60,11 +60,8 @@ KEYS = (
     "heatmap",
     "units",
     "instances",
+    "predict",
 )
-
-
-class SweepError(PatchkitError):
-    """A sweep spec or override that cannot be used: one line naming the file and key."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -105,6 +102,7 @@ class SweepSpec:
     heatmap: tuple[str, ...] = ()  # two parameters; () = the first two with more than one value
     units: str | tuple[str, ...] = "all"  # "all" | "one" | explicit translation units
     instances: Instances | None = None
+    predict: occupancy_spec.OccupancySpec | None = None  # predicted occupancy on target GPUs (shown; filter opt-in)
     origins: dict[str, str] = field(default_factory=dict)  # parameter -> where its values came from
 
     def at(self, *keys: str | int) -> str:
@@ -114,13 +112,6 @@ class SweepSpec:
 
     def param_at(self, name: str) -> str:
         return self.origins.get(name) or self.at("params", name)
-
-
-def hint(key: str, allowed) -> str:
-    """' (did you mean X?)' or ' (allowed: ...)' (recipe.py's wording; not imported: recipe.py reads [sweep] with
-    this module)."""
-    close = difflib.get_close_matches(key, list(allowed), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else f" (allowed: {', '.join(sorted(allowed))})"
 
 
 def _err(where: str, msg: str) -> SweepError:
@@ -374,6 +365,7 @@ def parse_sweep(mapping: dict, where: str) -> SweepSpec:
         heatmap=tuple(heat),
         units=_units(mapping.get("units", "all"), f"{where}.units"),
         instances=_instances(mapping["instances"], f"{where}.instances") if "instances" in mapping else None,
+        predict=occupancy_spec.parse(mapping["predict"], f"{where}.predict") if "predict" in mapping else None,
     )
 
 
@@ -425,8 +417,11 @@ def override(
     params: tuple[str, ...] = (),
     archs: tuple[str, ...] = (),
     strategy: str = "",
+    target_gpus: tuple[str, ...] = (),
+    occupancy_filter: str = "",
 ) -> SweepSpec:
-    """The spec with the command line's --param, --arch and --strategy applied (each checked)."""
+    """The spec with the command line's --param, --arch, --strategy, --target-gpu and --occupancy-filter
+    applied (each checked)."""
     new_params = dict(spec.params)
     origins = dict(spec.origins)
     for text in params:
@@ -445,4 +440,17 @@ def override(
         if strategy != spec.strategy.kind:
             rounds = (spec.strategy.rounds[-1],) if strategy == "grid" else DEFAULT_ROUNDS["halving"]
             changes["strategy"] = Strategy(kind=strategy, rounds=rounds, eta=spec.strategy.eta)
+    if target_gpus or occupancy_filter:
+        changes["predict"] = _occupancy_override(spec, target_gpus, occupancy_filter)
     return replace(spec, **changes)
+
+
+def _occupancy_override(spec: SweepSpec, target_gpus: tuple[str, ...], filt: str) -> occupancy_spec.OccupancySpec:
+    o = spec.predict
+    if o is None:
+        flag = "--target-gpu" if target_gpus else "--occupancy-filter"
+        raise _err(flag, f"needs the spec's predict table (its kernel): add {spec.at('predict')} (docs/sweep.md)")
+    if filt and filt not in occupancy_spec.FILTERS:
+        raise _err("--occupancy-filter", f"expected one of {', '.join(occupancy_spec.FILTERS)}, got {filt!r}")
+    names = occupancy_spec.targets(target_gpus, "--target-gpu") if target_gpus else o.targets
+    return replace(o, targets=names, filter=filt or o.filter)
