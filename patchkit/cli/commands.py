@@ -158,12 +158,11 @@ class Test(Command):
 class Bench(Command):
     name = "bench"
     help = "bench:kernel (test-backend-ops perf), bench:path or bench:occupancy (ncu), bench:decode (llama-bench)"
-    WHAT = {"kernel": ("bench:kernel",), "path": ("bench:kernel", "bench:path"), "decode": ("bench:decode",)}
-    WHAT["occupancy"] = ("bench:kernel", "bench:occupancy")
+    WHAT = steps.bench_steps()  # what -> the steps it runs (the registry's bench:<what> kinds)
 
     def add_arguments(self, p):
         _run_common(p)
-        p.add_argument("what", choices=tuple(self.WHAT), help="the step: kernel, path, occupancy or decode")
+        p.add_argument("what", choices=tuple(self.WHAT), help="the step: " + ", ".join(self.WHAT))
         _kernel_opts(p)
         _decode_opts(p)
 

@@ -77,16 +77,11 @@ def _profile(bundle: Bundle, b: Bins, i: int, argv: list, cache: Path | None, ti
     """(launches or None, why, log, reused-from) of one variant and case: ncu, or the log of the same
     binary profiled the same way before (by build key)."""
     exe_at = argv.index(b.exe("test-backend-ops"))
-    k = ""
-    if cache and b.key:
-        args = [str(a) for a in argv[:exe_at] + argv[exe_at + 1 :]]
-        k = reuse.key(b.key, "ncu-occupancy", (*args, str(ENV)))
-    hit = reuse.lookup(cache, k) if k and cache else None
+    args = [str(a) for a in argv[:exe_at] + argv[exe_at + 1 :]]
+    f = reuse.finished(cache, b.key, "ncu-occupancy", (*args, str(ENV)))
     name = f"ncu-occ-case{i}-{b.variant}"
-    if hit is not None:
-        log = bundle.raw_log(name)
-        reuse.copy_into(*hit, log)
-        done, why, origin = completed_from_log(log), "", hit[1]
+    if (hit := f.take(bundle, name)) is not None:
+        (log, origin), done, why = hit, completed_from_log(hit[0]), ""
     else:
         done, why, log = run_logged(bundle, name, argv, timeout=timeout, env=ENV, separate_stderr=True)
         if why and "--section" not in argv and refused_metric(log):
@@ -102,8 +97,8 @@ def _profile(bundle: Bundle, b: Bins, i: int, argv: list, cache: Path | None, ti
         launches = parsers.parse_ncu_occupancy(done.stdout, str(log))
     except ParseError as e:
         return None, str(e), log, origin
-    if k and cache and not origin and not bundle.replay:
-        reuse.store(cache, k, bundle, log)
+    if not origin:
+        f.keep(bundle, log)
     return launches, "", log, origin
 
 

@@ -66,13 +66,10 @@ def run_kernel_path(
                 "-p",
                 exact_params_regex(p),
             ]
-            k = reuse.key(b.key, "ncu", tuple(str(a) for a in argv[:10] + argv[11:])) if cache and b.key else ""
-            hit = reuse.lookup(cache, k) if k else None
-            if hit is not None:  # the same binary profiled the same way in an earlier run: its log, said so
-                log = bundle.raw_log(f"ncu-case{i}-{b.variant}")
-                reuse.copy_into(*hit, log)
+            f = reuse.finished(cache, b.key, "ncu", tuple(str(a) for a in argv[:10] + argv[11:]))
+            if (hit := f.take(bundle, f"ncu-case{i}-{b.variant}")) is not None:  # profiled so before: its log
+                log, reused[f"{b.variant} case {i}"] = hit
                 logs.append(bundle.rel(log))
-                reused[f"{b.variant} case {i}"] = hit[1]
                 launches = parsers.parse_ncu_csv(completed_from_log(log).stdout, str(log))
             else:
                 launches = run_parsed(
@@ -86,8 +83,8 @@ def run_kernel_path(
                     timeout=timeout,
                     separate_stderr=True,
                 )
-                if launches is not None and k:
-                    reuse.store(cache, k, bundle, bundle.path / logs[-1])
+                if launches is not None:
+                    f.keep(bundle, bundle.path / logs[-1])
             if launches is None:
                 continue
             per[b.variant] = [

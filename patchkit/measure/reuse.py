@@ -4,6 +4,9 @@ work folder's cache under the sha256 of (the variant's build key, the tool's arg
 with the same key copies that raw log into its own raw/ (first line: where it came from) instead of
 running the tool, and its step says which variants were reused. Timings are never reused: every
 comparison of times is measured in one session, interleaved.
+
+A step reuses through `Finished` (one per tool run): `finished(cache, build_key, tool, args)`, then `take`
+(the cached log copied in as this run's raw log, or None: run the tool) and `keep` once a run's log is good.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from patchkit import proc
@@ -54,3 +58,30 @@ def copy_into(cached: Path, origin: str, dest: Path) -> None:
     err = proc.stderr_log(cached)
     if err.is_file():
         shutil.copyfile(err, proc.stderr_log(dest))
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A tool run that may have been made before: its cache and key ('' when it cannot be reused: no cache,
+    or a variant without a build key)."""
+
+    cache: Path | None
+    key: str
+
+    def take(self, bundle: Bundle, name: str) -> tuple[Path, str] | None:
+        """(this run's raw log `name`, the run log it came from) when the run was made before, else None."""
+        hit = lookup(self.cache, self.key) if self.cache and self.key else None
+        if hit is None:
+            return None
+        log = bundle.raw_log(name)
+        copy_into(*hit, log)
+        return log, hit[1]
+
+    def keep(self, bundle: Bundle, log: Path) -> None:
+        """Keep a good log of this run for later runs (not when re-deriving a step from its logs)."""
+        if self.cache and self.key and not bundle.replay:
+            store(self.cache, self.key, bundle, log)
+
+
+def finished(cache: Path | None, build_key: str, tool: str, args: tuple[str, ...]) -> Finished:
+    return Finished(cache, key(build_key, tool, args) if cache and build_key else "")

@@ -155,21 +155,19 @@ def _one_process(
     bundle: Bundle, b: Bins, name: str, args: tuple[str, ...], backend: str, jobs: int, timeout: float, cache, bar
 ) -> _Process:
     """One test-backend-ops test process of a variant (or its reused log)."""
-    k = reuse.key(b.key, "test-backend-ops test", ("-b", backend, *args)) if cache and b.key else ""
-    hit = reuse.lookup(cache, k) if k else None
-    if hit is not None:
-        log = bundle.raw_log(name)
-        reuse.copy_into(*hit, log)
+    f = reuse.finished(cache, b.key, "test-backend-ops test", ("-b", backend, *args))
+    if (hit := f.take(bundle, name)) is not None:
+        log, origin = hit
         done = completed_from_log(log)
-        print(f"[{name}] reused {hit[1]} (same build key and arguments)")
+        print(f"[{name}] reused {origin} (same build key and arguments)")
         bar.update(sum(1 for ln in done.stdout.splitlines() if _CASE_LINE.match(ln)))
-        return _Process(done, failure(done, None), log, reused_from=hit[1])
+        return _Process(done, failure(done, None), log, reused_from=origin)
     argv = [b.exe("test-backend-ops"), "test", "-b", backend, *args, *(["-j", str(jobs)] if jobs else [])]
     done, why, log = run_logged(
         bundle, name, argv, timeout=timeout, on_line=_counter(bar, b.variant), separate_stderr=True
     )
-    if k and done is not None and not why and done.returncode in (0, 1):
-        reuse.store(cache, k, bundle, log)
+    if done is not None and not why and done.returncode in (0, 1):
+        f.keep(bundle, log)
     return _Process(done, why, log)
 
 

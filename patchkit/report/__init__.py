@@ -17,24 +17,17 @@ logs. A table's interval method, noise floor and verdict rule are said once, in 
 with their exact coverage). Everything patchkit writes is ASCII (fmt.ascii_blocks, as llama.cpp's
 AGENTS.md asks); non-ASCII characters in the author's text are kept and named in the footer.
 
-Modules: one per step kind, each holding that kind's evidence extraction and its markdown section
-(build, check, test, kernel, path, decode, numerics); the other sections (hardware, prose: the author's
-text and the patch lists, summary, attribution, not_tested); intervals (the captions of intervals and
-verdicts); fmt (number formats, cells, blocks, ASCII).
+Modules: one per step kind (build, check, test, kernel, path, occupancy, decode, numerics), each holding
+that kind's evidence extraction, its markdown section, its "Not tested" lines and its `SECTION`
+(patchkit.report.part.Section), which the registry (patchkit.run.steps.STEPS) pairs with the kind's runner;
+the other sections (hardware, prose: the author's text and the patch lists, summary, attribution,
+not_tested: the lines about the runs as a whole); intervals (the captions of intervals and verdicts); fmt
+(number formats, cells, blocks, ASCII).
 
-SECTIONS (patchkit.report.sections) maps a step kind to its Section, in report order:
-"build", "check", "test", "bench:kernel", "bench:path", "bench:decode", "numerics".
-
-    @dataclass(frozen=True)
-    class Section:
-        kind: str      # the key in SECTIONS
-        step: str      # the step name it reads ("bench:kernel"), or its names' prefix ("build:", "test:")
-        slot: str      # the Evidence field and template block list it fills ("builds" for build and check)
-        evidence: Callable[[list[RunView], list[str]], Any]  # (runs in report order, variant order) -> evidence
-        markdown: Callable[[Evidence, bool], list[Block]]    # (evidence, several runs merged) -> blocks
-
-build and check give one list per run (their configs); collect joins them into Evidence.builds. The
-others give their Evidence field (Tests, Kernel, KernelPath, Decode, Numerics).
+SECTIONS (patchkit.report.sections) maps a step kind to its Section, in report order: build, then the
+registry's kinds. collect stores each section's evidence as Evidence.<slot> (build and check share "builds":
+collect joins their per-run lists into Evidence.builds); render lays out each slot's blocks under its heading
+in that order (templates/pr.md.j2 loops over the slots).
 
 Deterministic: the same bundles give the same bytes (no clock, sorted keys, fixed number formats; the
 ratios computed between two patched variants use patchkit.measure.stats, which draws no random numbers).
@@ -44,11 +37,23 @@ recipe_info); everything else is a heading, a fixed label, or a sentence generat
 
 from __future__ import annotations
 
+from typing import Any
+
 from patchkit.report.collect import evidence, pr_title
 from patchkit.report.evidence import REPORT_SCHEMA, Evidence
+from patchkit.report.part import Section
 from patchkit.report.render import PLOT_FILE, decode_png, render, render_markdown, report_main
 from patchkit.report.runview import RunView, open_runs
-from patchkit.report.sections import SECTIONS, Section
+
+
+def __getattr__(name: str) -> Any:
+    """SECTIONS, read from the registry when first asked (patchkit.report.sections)."""
+    if name == "SECTIONS":
+        from patchkit.report.sections import sections
+
+        return sections()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "PLOT_FILE",

@@ -19,6 +19,7 @@ from patchkit.report.fmt import (
     table,
     text,
 )
+from patchkit.report.part import Missing, Section
 from patchkit.report.runview import RunView
 from patchkit.results import Step
 
@@ -103,3 +104,14 @@ def markdown(ev: Evidence, multi: bool) -> list[Block]:
         inner.append(logs_line(logs))
     inner += [text(n) for n in notes]
     return [*out, details("; ".join(dict.fromkeys(gist)), inner)] if inner else out
+
+
+def not_tested(runs: list[RunView], ev: Evidence) -> list[Missing]:
+    return [
+        Missing("steps", i, f"`build:*` on {e.gpu}: not run: {e.reason}")
+        for i, e in enumerate(ev.builds)
+        if e.status in ("absent", "not_run")
+    ]
+
+
+SECTION = Section("build", STEP, "builds", "Builds", evidence, markdown, not_tested)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from patchkit.report.evidence import CheckConfig, CheckItem, Evidence, state
 from patchkit.report.fmt import Block, code, details, gpu_col, logs_line, prefix, state_label, table, text
+from patchkit.report.not_tested import cc
+from patchkit.report.part import Missing, Section
 from patchkit.report.runview import RunView
 from patchkit.results import Step
 
@@ -82,3 +84,17 @@ def markdown(ev: Evidence, multi: bool) -> list[Block]:
     inner.append(logs_line(logs))
     n_fail = len(fails)
     return [details("Compile checks: " + (f"{n_fail} FAILED" if n_fail else "all compiled"), inner)]
+
+
+def not_tested(runs: list[RunView], ev: Evidence) -> list[Missing]:
+    """The arches only compile-checked (built, not run)."""
+    ran = {f"{c[0]}{c[1]}" for r in runs if r.env.get("gpu") and (c := cc((r.env.get("gpu") or {}).get("cc")))}
+    checked = sorted({str(it.arch) for b in ev.builds for c in b.checks for it in c.items if it.ok} - ran)
+    return (
+        [Missing("archs", 0, "Compile-checked only (built, not run) for arch: " + ", ".join(checked) + ".")]
+        if checked
+        else []
+    )
+
+
+SECTION = Section("check", STEP, "builds", "Builds", evidence, markdown, not_tested)

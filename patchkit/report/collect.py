@@ -11,7 +11,7 @@ from patchkit.report.evidence import BuildConfig, BuildsRun, CheckConfig, Eviden
 from patchkit.report.merge import merge_problems
 from patchkit.report.prose import patches_of, prose, prose_run
 from patchkit.report.runview import RunView, open_runs, variant_order
-from patchkit.report.sections import SECTIONS
+from patchkit.report.sections import sections
 from patchkit.results import Bundle
 
 
@@ -68,7 +68,8 @@ def evidence(bundles: list[Bundle], *, force: bool = False) -> Evidence:
     problems = _check_merge(runs, force)
     order = variant_order(runs)
     patches = patches_of(runs)
-    found = {kind: s.evidence(runs, order) for kind, s in SECTIONS.items()}
+    secs = sections()
+    found = {kind: s.evidence(runs, order) for kind, s in secs.items()}
     ev = Evidence(
         recipe=prose_run(runs).data.get("recipe"),
         variants=order,
@@ -78,18 +79,11 @@ def evidence(bundles: list[Bundle], *, force: bool = False) -> Evidence:
         prose=prose(runs, patches),
         hardware=[hardware.evidence(r) for r in runs],
         builds=[_builds(r, b, c) for r, b, c in zip(runs, found["build"], found["check"])],
-        tests=found["test"],
-        kernel=found["bench:kernel"],
-        kernel_path=found["bench:path"],
-        occupancy=found["bench:occupancy"],
-        decode=found["bench:decode"],
-        numerics=found["numerics"],
-        attribution=attribution.evidence(
-            patches, found["bench:kernel"].runs, found["bench:decode"].runs, [r.same_code for r in runs]
-        ),
+        parts={s.slot: found[kind] for kind, s in secs.items() if s.slot != "builds"},
     )
+    ev.attribution = attribution.evidence(patches, ev.kernel.runs, ev.decode.runs, [r.same_code for r in runs])
     _shorten(ev)
-    ev.not_tested = not_tested.evidence(runs, ev)
+    ev.not_tested = not_tested.evidence(runs, ev, secs.values())
     ev.missing_logs = sorted({m for r in runs for m in r.missing_logs})
     return ev
 

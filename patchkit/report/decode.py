@@ -1,11 +1,9 @@
 """`bench:decode`: llama-bench t/s per variant and test (pp/tg, depth, micro-batch), speedups against base.
 
 Rows are llama-bench's tests, each its own row, never merged: a run with pp and tg at two depths has four
-tests per variant. Rows of older results.json files (keyed by variant, depth, n_gen and cache type) carry
-no `test`: it is derived as llama-bench prints it ('tg32 @ d4096', no '@ d0'). Each row is linked to its
-ratio against base (vs_base): by variant, test and depth, the n-th row of those with the n-th ratio
-(several micro-batches give rows of the same test name), or for older files by variant, depth and the
-cache types and n_gen an entry names.
+tests per variant (rows of older results.json files get their `test` when read: patchkit.results.upgrade).
+Each row is linked to its ratio against base (vs_base): by variant, test and depth, the n-th row of those
+with the n-th ratio (several micro-batches give rows of the same test name).
 """
 
 from __future__ import annotations
@@ -18,7 +16,6 @@ from patchkit.report.evidence import Decode, DecodeData, DecodeRatio, DecodeRow,
 from patchkit.report.fmt import (
     DASH,
     Block,
-    bench_test_name,
     code,
     details,
     interval,
@@ -36,6 +33,7 @@ from patchkit.report.fmt import (
     verdict_word,
 )
 from patchkit.report.kernel import compare_lines, upstream_db
+from patchkit.report.part import Missing, Section, not_run_lines, variants_lacking
 from patchkit.report.runview import RunView, need
 from patchkit.results import upstreamdb
 
@@ -53,10 +51,9 @@ def key(x: DecodeRow) -> tuple:
 def _row(run: RunView, x: dict[str, Any]) -> DecodeRow:
     ident = {k: x.get(k) for k in IDENTITY}
     ident["n_prompt"] = ident["n_prompt"] or 0
-    test = str(x.get("test") or bench_test_name(x.get("n_gen"), x.get("depth"), ident["n_prompt"]))
     return DecodeRow(
         variant=x.get("variant"),
-        test=test,
+        test=str(x.get("test") or ""),
         depth=x.get("depth"),
         **ident,
         **{k: x.get(k) for k in STATS},
@@ -65,26 +62,13 @@ def _row(run: RunView, x: dict[str, Any]) -> DecodeRow:
     )
 
 
-def _ratio(v: dict[str, Any], rows: list[DecodeRow]) -> DecodeRatio:
+def _ratio(v: dict[str, Any]) -> DecodeRatio:
     more = {k: x for k, x in v.items() if k not in (*RATIO_KEYS, "test")}
-    r = DecodeRatio(test=str(v.get("test") or ""), **{k: v.get(k) for k in RATIO_KEYS}, interval=more)
-    if not r.test:  # older files: the test of the row it belongs to
-        row = next((x for x in rows if _old_match(r, x)), None)
-        r.test = row.test if row else bench_test_name(r.n_gen, r.depth)
-    return r
+    return DecodeRatio(test=str(v.get("test") or ""), **{k: v.get(k) for k in RATIO_KEYS}, interval=more)
 
 
-def _old_match(v: DecodeRatio, x: DecodeRow) -> bool:
-    same = v.variant == x.variant and v.depth == x.depth
-    return same and all(getattr(v, k) in (None, getattr(x, k)) for k in ("type_k", "type_v", "n_gen"))
-
-
-def _link(rows: list[DecodeRow], ratios: list[DecodeRatio], new: bool) -> None:
+def _link(rows: list[DecodeRow], ratios: list[DecodeRatio]) -> None:
     """Each row gets its ratio against base (see the module docstring)."""
-    if not new:
-        for x in rows:
-            x.ratio = next((v for v in ratios if _old_match(v, x)), None)
-        return
     seen: dict[tuple, int] = {}
     by: dict[tuple, DecodeRatio] = {}
     for v in ratios:
@@ -106,8 +90,8 @@ def _data(run: RunView, d: dict[str, Any]) -> DecodeData:
         for k in ("variant", "depth", "median", "ci_low", "ci_high", "samples_ts"):
             need(x, k, f"{where} row {i}")
         rows.append(_row(run, x))
-    ratios = [_ratio(v, rows) for v in d.get("vs_base") or []]
-    _link(rows, ratios, any(x.get("test") for x in d["rows"]))
+    ratios = [_ratio(v) for v in d.get("vs_base") or []]
+    _link(rows, ratios)
     return DecodeData(
         model=d.get("model") or {},
         model_path=d.get("model_path"),
@@ -316,3 +300,30 @@ def markdown(ev: Evidence, multi: bool) -> list[Block]:
     if ev.plot:
         inner.append(text(f"![decode t/s by depth]({ev.plot})"))
     return [*out, details(_gist(have, order), inner)]
+
+
+def _arg(args: list[str], flag: str) -> str | None:
+    return args[args.index(flag) + 1] if flag in args and args.index(flag) + 1 < len(args) else None
+
+
+def not_tested(runs: list[RunView], ev: Evidence) -> list[Missing]:
+    """Not run; per run the variants not measured, the depths measured (and those asked for but missing)."""
+    out = not_run_lines("steps", STEP, ev.decode.runs)
+    for i, (r, de) in enumerate(zip(runs, ev.decode.runs)):
+        rows = de.measured.rows if de.measured else []
+        out += variants_lacking(STEP, i, r, ev.variants, {x.variant for x in rows})
+        if de.measured and rows:
+            depths = sorted({x.depth for x in rows})
+            out.append(Missing("coverage", i, f"Decode on {r.gpu}: depths {', '.join(str(d) for d in depths)} only."))
+            wanted = _arg(de.measured.args, "-d")
+            lack_d = [d for d in (wanted or "").split(",") if d.strip().isdigit() and int(d) not in depths]
+            if lack_d:
+                out.append(
+                    Missing("coverage", i, f"Decode on {r.gpu}: requested depths with no result: {', '.join(lack_d)}.")
+                )
+            if any(len(x.samples_ts) < 2 for x in rows):
+                out.append(Missing("coverage", i, f"Decode on {r.gpu}: some cells have one sample only (no interval)."))
+    return out
+
+
+SECTION = Section("bench:decode", STEP, "decode", "Decode", evidence, markdown, not_tested)

@@ -303,8 +303,8 @@ class KernelPath:
 
 @dataclass(kw_only=True)
 class DecodeRow:
-    """One llama-bench test of one variant. Rows of older results.json files carry no `test` and only
-    depth, n_gen and the cache types of the identity; `test` is then derived ('tg32 @ d4096')."""
+    """One llama-bench test of one variant (rows of older results.json files get their `test` when read,
+    patchkit.results.upgrade)."""
 
     variant: Any
     test: str
@@ -456,17 +456,21 @@ class Evidence:
     prose: Prose
     hardware: list[Hardware]
     builds: list[BuildsRun]
-    tests: Tests
-    kernel: Kernel
-    kernel_path: KernelPath
-    decode: Decode
-    numerics: Numerics
-    attribution: Attribution
+    # each step section's evidence by its slot (tests, kernel, kernel_path, occupancy, decode, numerics),
+    # read as attributes (ev.kernel); in the JSON, one key per slot
+    parts: dict[str, Any] = field(default_factory=dict, metadata=FLAT)
+    attribution: Attribution = field(default_factory=lambda: Attribution(patches=[]))
     not_tested: list[str] = field(default_factory=list)
-    occupancy: Any = None  # patchkit.report.occupancy.Occupancy (bench:occupancy)
     missing_logs: list[str] = field(default_factory=list)
     plot: str | None = None
     report_schema: int = REPORT_SCHEMA
+
+    def __getattr__(self, name: str) -> Any:
+        """A step section's evidence (Evidence.parts) as an attribute: ev.kernel, ev.decode, ..."""
+        parts = self.__dict__.get("parts") or {}
+        if name in parts:
+            return parts[name]
+        raise AttributeError(f"{type(self).__name__} has no {name!r} (step sections: {', '.join(parts)})")
 
     @property
     def multi(self) -> bool:

@@ -58,18 +58,6 @@ def yes_no(x: Any) -> str:
     return DASH if x is None else ("yes" if x else "no")
 
 
-def bench_test_name(n_gen: Any, depth: Any, n_prompt: Any = 0) -> str:
-    """A llama-bench test as llama-bench names it: 'pp512', 'tg32', 'pp512+tg32', 'tg32 @ d4096'."""
-    n_prompt, n_gen = int(n_prompt or 0), int(n_gen or 0)
-    if n_prompt and not n_gen:
-        name = f"pp{n_prompt}"
-    elif n_gen and not n_prompt:
-        name = f"tg{n_gen}"
-    else:
-        name = f"pp{n_prompt}+tg{n_gen}"
-    return name + (f" @ d{depth}" if depth else "")
-
-
 def local_path(s: Any, root: Any = None) -> str:
     """A path as a reviewer can use it: relative to the run folder `root` when inside it, else its file name
     (an absolute path on the measuring machine opens nowhere else)."""

@@ -26,6 +26,7 @@ from patchkit.report.fmt import (
     text,
     verdict_word,
 )
+from patchkit.report.part import Missing, Section, not_run_lines, variants_lacking
 from patchkit.report.runview import RunView, need
 from patchkit.results import upstreamdb
 
@@ -198,3 +199,14 @@ def markdown(ev: Evidence, multi: bool) -> list[Block]:
     for e, m in have:
         inner += compare_lines(multi, e.gpu, prefixes.get(e.gpu, ""), m.upstream_db, upstreamdb.TEST_BACKEND_OPS)
     return [*out, details(_gist(have, labels), inner)]
+
+
+def not_tested(runs: list[RunView], ev: Evidence) -> list[Missing]:
+    out = not_run_lines("steps", STEP, ev.kernel.runs)
+    for i, (r, e) in enumerate(zip(runs, ev.kernel.runs)):
+        got = {lab for c in (e.measured.cases if e.measured else []) for lab in c.variants}
+        out += variants_lacking(STEP, i, r, ev.variants, got)
+    return out
+
+
+SECTION = Section("bench:kernel", STEP, "kernel", "Kernel timing", evidence, markdown, not_tested)

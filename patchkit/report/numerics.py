@@ -19,6 +19,7 @@ from patchkit.report.fmt import (
     table,
     yes_no,
 )
+from patchkit.report.part import Missing, Section, not_run_lines
 from patchkit.report.runview import RunView
 
 STEP = "numerics"
@@ -172,3 +173,23 @@ def _gist(have: list[tuple[NumericsRun, NumericsData]]) -> str:
         + (f" at depths {depths}" if depths else "")
         + ", KL divergence"
     )
+
+
+def not_tested(runs: list[RunView], ev: Evidence) -> list[Missing]:
+    """Not run; the pairs whose KL divergence was not measured."""
+    out = not_run_lines("steps", STEP, ev.numerics.runs)
+    for i, e in enumerate(ev.numerics.runs):
+        for p in e.measured.pairs if e.measured else []:
+            if not p.kld or "mean" not in p.kld:
+                out.append(
+                    Missing(
+                        "results",
+                        i,
+                        f"Numerics on {e.gpu}, {p.a} vs {p.b}: KL divergence not measured"
+                        + (f" ({p.kld['error']})." if p.kld and p.kld.get("error") else "."),
+                    )
+                )
+    return out
+
+
+SECTION = Section("numerics", STEP, "numerics", "Numerics", evidence, markdown, not_tested)

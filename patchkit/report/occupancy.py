@@ -26,6 +26,7 @@ from patchkit.report.fmt import (
     table,
     text,
 )
+from patchkit.report.part import Missing, Section
 from patchkit.report.path import kernel_name
 from patchkit.report.runview import RunView, ordered
 
@@ -427,3 +428,14 @@ def _pred(e: OccRun, case: str, variant: str, kernel: str, gpu: str) -> dict[str
         if (p.case, p.variant, p.kernel, p.gpu) == (case, variant, kernel, gpu) and p.row and "error" not in p.row:
             return p.row
     return None
+
+
+def not_tested(runs: list[RunView], ev: Evidence) -> list[Missing]:
+    return [  # a run made before the step existed (absent): not listed
+        Missing("steps", i, f"`{STEP}` on {e.gpu}: {state_label(e.status, e.reason)}")
+        for i, e in enumerate(ev.occupancy.runs if ev.occupancy else [])
+        if e.status == "not_run" or (e.status == "error" and e.cases is None)
+    ]
+
+
+SECTION = Section("bench:occupancy", STEP, "occupancy", "Occupancy", evidence, markdown, not_tested, shown_empty=False)

@@ -1,7 +1,6 @@
 """`bench:path`: the kernels each variant launches per case (Nsight Compute), and whether base's are kept.
 
-Older results.json files store the step as `kernel-path` (RunView.step accepts both names); the report
-names it `bench:path`, as everything else does.
+Older results.json files store the step as `kernel-path`: renamed when read (patchkit.results.upgrade).
 """
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ from patchkit.report.fmt import (
     table,
     text,
 )
+from patchkit.report.part import Missing, Section, not_run_lines, variants_lacking
 from patchkit.report.runview import RunView, ordered
 
 STEP = "bench:path"
@@ -99,3 +99,14 @@ def _gist(have: list[tuple[PathRun, PathData]]) -> str:
                 differ[v] = differ.get(v, 0) + ({k["name"] for k in ks} != base)
     said = ", ".join(f"{v} in {n} of {len(cases)}" for v, n in differ.items())
     return f"kernels launched in {len(cases)} cases (ncu)" + (f"; other kernels than base: {said}" if said else "")
+
+
+def not_tested(runs: list[RunView], ev: Evidence) -> list[Missing]:
+    out = not_run_lines("steps", SHOWN, ev.kernel_path.runs)
+    for i, (r, e) in enumerate(zip(runs, ev.kernel_path.runs)):
+        got = {v for c in (e.measured.cases if e.measured else []) for v in c.variants}
+        out += variants_lacking(SHOWN, i, r, ev.variants, got)
+    return out
+
+
+SECTION = Section("bench:path", STEP, "kernel_path", "Kernel path", evidence, markdown, not_tested)

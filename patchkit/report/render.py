@@ -17,7 +17,7 @@ from patchkit.report.collect import evidence
 from patchkit.report.evidence import Evidence
 from patchkit.report.fmt import NOT_PROVIDED, Block, ascii_blocks, ascii_text, code
 from patchkit.report.prose import additional, indent_rest, non_ascii_prose, reflow
-from patchkit.report.sections import SECTIONS
+from patchkit.report.sections import sections, slots
 from patchkit.results import Bundle
 from patchkit.workspace import write_atomic
 
@@ -31,7 +31,7 @@ def blocks(ev: Evidence) -> dict[str, list[Block]]:
     attribution, not tested; all of it ASCII (fmt.ascii_blocks)."""
     multi = ev.multi
     out = {"summary": summary.markdown(ev), "hardware": hardware.markdown(ev)}
-    for s in SECTIONS.values():
+    for s in sections().values():
         out.setdefault(s.slot, []).extend(s.markdown(ev, multi))
     out["attribution"] = attribution.markdown(ev, multi)
     out["not_tested"] = not_tested.markdown(ev)
@@ -69,6 +69,7 @@ def render_markdown(ev: Evidence, sweep: Sequence[Block] = ()) -> str:
         extra=additional(ev),
         not_provided=NOT_PROVIDED,
         s={**blocks(ev), "sweep": ascii_blocks(list(sweep))},
+        steps=[{"slot": k, "heading": h, "shown_empty": e} for k, h, e in slots()],
         footer=footer(ev),
         gpus=[r.gpu for r in ev.runs],
         multi=ev.multi,

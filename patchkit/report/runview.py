@@ -1,7 +1,7 @@
 """The report's read-only view of one run folder: its results bundle, environment, GPU label and log prefix.
 
-Steps are looked up through `RunView.step`, which calls `results.Bundle.step` and accepts the old name of
-a renamed step (STEP_ALIASES: `bench:path` was stored as `kernel-path` in older results.json files).
+Steps are looked up through `RunView.step`, which calls `results.Bundle.step`: older formats and step names
+are upgraded when results.json is read (patchkit.results.upgrade), so the report knows only today's.
 """
 
 from __future__ import annotations
@@ -12,9 +12,6 @@ from typing import Any
 
 from patchkit.errors import ReportError
 from patchkit.results import Bundle, Step
-
-# a step's current name -> the names older results.json files stored it under
-STEP_ALIASES: dict[str, tuple[str, ...]] = {"bench:path": ("kernel-path",)}
 
 
 @dataclass
@@ -43,16 +40,13 @@ class RunView:
         return sorted(self.data.get("steps") or {})
 
     def step(self, name: str) -> Step | None:
-        """The step `name` (or its old name, STEP_ALIASES), None if this run has none; ReportError if malformed."""
-        stored = self.step_names
-        for n in (name, *STEP_ALIASES.get(name, ())):
-            if n not in stored:
-                continue
-            try:
-                return self.bundle.step(n)
-            except (KeyError, TypeError, ValueError) as e:
-                raise ReportError(f"{self.where}: step {n!r} is malformed: {e}") from None
-        return None
+        """The step `name`, None if this run has none; ReportError if malformed."""
+        if name not in self.step_names:
+            return None
+        try:
+            return self.bundle.step(name)
+        except (KeyError, TypeError, ValueError) as e:
+            raise ReportError(f"{self.where}: step {name!r} is malformed: {e}") from None
 
     def steps(self, prefix: str) -> list[Step]:
         """The steps whose names start with prefix ('build:'), by name."""

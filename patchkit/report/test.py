@@ -19,6 +19,7 @@ from patchkit.report.fmt import (
     table,
     text,
 )
+from patchkit.report.part import Missing, Section, not_run_lines
 from patchkit.report.runview import RunView, ordered
 
 STEP = "test:"
@@ -186,3 +187,24 @@ def markdown(ev: Evidence, multi: bool) -> list[Block]:
     if not ev.tests.suites:
         return not_run(ev.tests.runs or [], multi)
     return [b for s in ev.tests.suites for b in _suite(s, multi)]
+
+
+def not_tested(runs: list[RunView], ev: Evidence) -> list[Missing]:
+    """test-backend-ops backends run, and the ones skipped or not run per suite, run and variant; the runs
+    without a test step."""
+    items: list[Missing] = []
+    tested = [(s, e, v) for s in ev.tests.suites for e in s.runs for v in (e.measured.variants if e.measured else [])]
+    ran = sorted({str(b.name) for _, _, v in tested for b in v.backends if b.status in ("ok", "fail")})
+    if ran:
+        items.append(Missing("backends", 0, "test-backend-ops backends run: " + ", ".join(ran) + " only."))
+    groups: dict[tuple[str, str, str, str], list[str]] = {}
+    for s, e, v in tested:
+        for b in v.backends:
+            if b.status in ("skipped", "not_run"):
+                groups.setdefault((s.suite, e.gpu, str(b.name), b.status.replace("_", " ")), []).append(v.variant)
+    for (suite, gpu, name, status), vs in groups.items():
+        items.append(Missing("backends", 0, f"test:{suite} on {gpu}: backend {name} {status} ({', '.join(vs)})."))
+    return items + not_run_lines("steps", "test:*", ev.tests.runs or [], nothing_measured=False)
+
+
+SECTION = Section("test", STEP, "tests", "test-backend-ops", evidence, markdown, not_tested)

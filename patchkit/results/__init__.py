@@ -4,6 +4,7 @@
       env.json        the environment fingerprint (patchkit.measure.env)
       raw/            one log per command, its first line the command line
       results.json    {"schema", "recipe", "run_id", "created", "base", "variants", "steps": {name: Step}}
+                      (a step's data in its format, Step.format: older ones are upgraded on reading, upgrade.py)
       .lock           held (flock) by the one process writing the folder
 
 A step is written atomically when it ends; a finished step (ok or fail) is skipped on rerun, an
@@ -26,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from patchkit.errors import LockError, ResultsError
+from patchkit.results.upgrade import FORMAT, upgrade
 from patchkit.workspace import read_json, safe_component, take_lock, write_json
 
 SCHEMA = 1
 _SAVING = threading.RLock()  # one writer of results.json at a time within this process
-LEGACY_STEP_NAMES = {"kernel-path": "bench:path"}
 
 
 class Status(str, enum.Enum):
@@ -55,6 +56,7 @@ class Step:
     resource: str = ""  # cpu | gpu: what the step held (patchkit.run.steps.Resource)
     logs: list[str] = field(default_factory=list)  # paths relative to the run folder
     data: dict[str, Any] = field(default_factory=dict)
+    format: int = FORMAT  # the format of `data` (older ones are upgraded on reading: patchkit.results.upgrade)
 
     def serialize(self) -> dict:
         d = asdict(self)
@@ -235,9 +237,8 @@ def read_results(f: Path) -> dict[str, Any]:
         if not isinstance(st, dict) or not isinstance(st.get("data", {}), dict):
             what = type(st).__name__ if not isinstance(st, dict) else f"step with a {type(st['data']).__name__} as data"
             raise ResultsError(f"{f}: step {name!r} is malformed: a JSON {what}, not the object patchkit writes")
-    for old, new in LEGACY_STEP_NAMES.items():  # old results.json files: renamed on load
-        if old in steps and new not in steps:
-            steps[new] = {**steps.pop(old), "name": new}
+    if steps:
+        data["steps"] = upgrade(steps)  # older formats read as today's
     return data
 
 

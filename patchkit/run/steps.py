@@ -2,9 +2,10 @@
 
 Each step is one `StepKind`: its name (used by the CLI, `--skip`, `reparse`, `import`, results.json
 and the report), the resource it holds, the step names it expands to, its runner, the inputs its
-result depends on, its reparse from raw logs, what `patchkit import` can feed it, and its report
-section. Adding a step = one entry here plus its module in patchkit/measure/ (and its report section
-in patchkit/report/).
+result depends on, its reparse from raw logs, what `patchkit import` can feed it (all from its module in
+patchkit/measure/), and its part of the report (`SECTION` of its module in patchkit/report/: evidence,
+markdown section, "Not tested" lines). Adding a step = those two modules and one entry here; the report's
+sections, its "Not tested" list, `patchkit bench`'s choices and `--skip` follow from this table.
 
 Fetch, apply and build come before every step (patchkit.run.pipeline); `build:<config>` is recorded
 like a step but is not in this table because every step needs it.
@@ -16,11 +17,19 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import patchkit.report.check as check_report
+import patchkit.report.decode as decode_report
+import patchkit.report.kernel as kernel_report
+import patchkit.report.numerics as numerics_report
+import patchkit.report.occupancy as occupancy_report
+import patchkit.report.path as path_report
+import patchkit.report.test as test_report
 from patchkit.errors import OptionError
 from patchkit.measure import check, decode, kernel, numerics, occupancy, path, tests
 from patchkit.measure.tool import Bins, Built
 from patchkit.options import RunOptions
 from patchkit.recipe import Recipe
+from patchkit.report.part import Section
 from patchkit.results import Bundle, Step
 
 
@@ -50,7 +59,9 @@ class StepKind:
     inputs: Callable[[Built, RunOptions, str], dict]
     reparse: Callable[[Bundle, Step, list[Bins]], Step] | None = None
     imports: ImportSpec | None = None
-    section: str = ""  # its section of the report: a key of patchkit.report.SECTIONS ('' = the name)
+    # its part of the report (report/<kind>.py: evidence, markdown, "Not tested" lines); every kind of STEPS
+    # has one (tests/unit/test_steps.py); None only for the pipeline's fake kinds in tests
+    report: Section | None = None
     timing: bool = False  # it times kernels: the CPU lane's steps are held while it runs (patchkit.run.pipeline)
     # a timing step whose numbers are GPU counters and GPU clocks of replayed kernels (ncu): False lets the
     # CPU lane go on (the other GPU steps are still held); CPU load stretches the step, not its numbers
@@ -62,7 +73,7 @@ class StepKind:
 
     @property
     def report_section(self) -> str:
-        return self.section or self.name
+        return self.report.kind if self.report else ""
 
     def owns(self, step_name: str) -> bool:
         """Whether `step_name` (e.g. test:flash_attn) is an instance of this kind."""
@@ -81,6 +92,7 @@ STEPS: tuple[StepKind, ...] = (
         names=lambda recipe, opts: tuple(check.instance(a) for a in opts.check_archs),
         run=check.step,
         inputs=check.inputs,
+        report=check_report.SECTION,
     ),
     StepKind(
         name="test",
@@ -90,6 +102,7 @@ STEPS: tuple[StepKind, ...] = (
         tools=("test-backend-ops",),
         run=tests.step,
         inputs=tests.inputs,
+        report=test_report.SECTION,
         reparse=tests.reparse,
         imports=ImportSpec(tool="test-backend-ops", log="test-{suite}-{variant}"),
     ),
@@ -102,6 +115,7 @@ STEPS: tuple[StepKind, ...] = (
         tools=("test-backend-ops",),
         run=kernel.step,
         inputs=kernel.inputs,
+        report=kernel_report.SECTION,
         reparse=kernel.reparse,
         imports=ImportSpec(tool="perf-sql", log="perf-r{round}-{variant}"),
     ),
@@ -114,6 +128,7 @@ STEPS: tuple[StepKind, ...] = (
         tools=("test-backend-ops",),
         run=path.step,
         inputs=path.inputs,
+        report=path_report.SECTION,
         reparse=path.reparse,
     ),
     StepKind(
@@ -129,6 +144,7 @@ STEPS: tuple[StepKind, ...] = (
         tools=("test-backend-ops",),
         run=occupancy.step,
         inputs=occupancy.inputs,
+        report=occupancy_report.SECTION,
         reparse=occupancy.reparse,
     ),
     StepKind(
@@ -142,6 +158,7 @@ STEPS: tuple[StepKind, ...] = (
         model=True,
         run=decode.step,
         inputs=decode.inputs,
+        report=decode_report.SECTION,
         reparse=decode.reparse,
         imports=ImportSpec(tool="llama-bench", log="decode-r{round}-{variant}"),
     ),
@@ -155,6 +172,7 @@ STEPS: tuple[StepKind, ...] = (
         model=True,
         run=numerics.step,
         inputs=numerics.inputs,
+        report=numerics_report.SECTION,
     ),
 )
 
@@ -191,3 +209,8 @@ def check_names(names: tuple[str, ...], what: str) -> None:
             kind_of(n)
         except OptionError:
             raise OptionError(f"{what} {n}: no such step (steps: {', '.join(k.name for k in STEPS)})") from None
+
+
+def bench_steps() -> dict[str, tuple[str, ...]]:
+    """`patchkit bench WHAT`: each `bench:<what>` kind, with the steps it reads (`after`) run first."""
+    return {k.name.split(":", 1)[1]: (*k.after, k.name) for k in STEPS if k.name.startswith("bench:")}

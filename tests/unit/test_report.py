@@ -32,6 +32,7 @@ from patchkit.report import SECTIONS
 from patchkit.report.fmt import FORMATS, NOT_PROVIDED
 from patchkit.report.prose import reflow
 from patchkit.results import Bundle
+from patchkit.results.upgrade import upgrade
 from patchkit.run import replay
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
@@ -1441,9 +1442,9 @@ def test_path_step_is_found_under_its_old_and_new_name(tmp_path):
     data["steps"]["bench:path"] = {**data["steps"].pop("kernel-path"), "name": "bench:path"}
     (p / "results.json").write_text(json.dumps(data))
     assert render(p) == old
-    # the view itself, on data not renamed by the loader
+    # the loader's upgrade (patchkit.results.upgrade), then the view, on data not yet renamed
     legacy = {**data, "steps": {"kernel-path": data["steps"]["bench:path"]}}
-    (run,) = report.open_runs([Bundle(path=p, data=legacy)])
+    (run,) = report.open_runs([Bundle(path=p, data={**legacy, "steps": upgrade(legacy["steps"])})])
     assert run.step("bench:path").data == legacy["steps"]["kernel-path"]["data"]
     assert run.step("bench:decode") is None
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from patchkit import report
@@ -19,6 +21,26 @@ def test_every_step_has_its_report_section_and_a_unique_name():
     # the report shows the steps in the registry's order (build first: every step needs it)
     order = [s for s in report.SECTIONS if s != "build"]
     assert order == [k.report_section for k in steps.STEPS]
+
+
+def test_every_kind_owns_its_whole_report_part():
+    """A kind's Section is its own (its name, its step), with evidence, a markdown section under a heading,
+    and its "Not tested" lines; the template names no section: it lays out the registry's slots."""
+    for k in steps.STEPS:
+        s = k.report
+        assert s is not None, f"{k.name}: no report section (report/<kind>.py SECTION)"
+        assert s.kind == k.name and k.owns(s.step.rstrip(":") if s.step.endswith(":") else s.step), k.name
+        assert callable(s.evidence) and callable(s.markdown) and callable(s.not_tested), k.name
+        assert s.slot and s.heading, k.name
+        assert s.slot not in ("summary", "hardware", "not_tested", "attribution", "sweep"), k.name
+    template = (Path(report.__file__).parent / "templates" / "pr.md.j2").read_text()
+    for s in report.SECTIONS.values():
+        assert f"### {s.heading}" not in template and f"s.{s.slot}" not in template, s.kind
+    # `patchkit bench WHAT` offers every bench:<what> kind of the registry, its `after` steps first
+    bench = make_parser().parse_args(["bench", "kernel"]).command_object.WHAT
+    assert {f"bench:{w}" for w in bench} == {k.name for k in steps.STEPS if k.name.startswith("bench:")}
+    for w, names in bench.items():
+        assert names == (*steps.BY_NAME[f"bench:{w}"].after, f"bench:{w}")
 
 
 def test_step_names_are_one_set_everywhere():
