@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from patchkit import backends
 from patchkit.errors import OptionError
 
 SOURCES = ("default", "recipe", "environment", "command line")
@@ -207,8 +208,8 @@ OPTIONS: tuple[Option, ...] = (
         env="PATCHKIT_BACKEND",
         recipe="build.backend",
         key="build.backend",
-        default="cuda",
-        choices=("cuda", "cpu"),
+        default=backends.CUDA.name,
+        choices=backends.NAMES,
     ),
     _o(
         "build.archs",
