@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchkit import option_set
+from patchkit import backends, option_set
 from patchkit.build import BuildOptions, options_from
 from patchkit.errors import OptionError, RecipeError
 from patchkit.option_set import OPTION, Value
@@ -73,7 +73,7 @@ def fast_defaults(backend: str, m: Machine) -> dict[str, tuple[int, str]]:
     if m.cores <= 0:
         return {"jobs": (0, "ninja's default"), "test_procs": (1, "default"), "test_jobs": (0, "default")}
     cores = f"{m.cores} cores"
-    if backend != "cuda":
+    if not backends.get(backend).needs_gpu:
         cpu = "cpu backend: the cases use the cores"
         return {"jobs": (0, "ninja's default (cpu backend)"), "test_procs": (1, cpu), "test_jobs": (0, cpu)}
     if not m.gpus:
@@ -193,7 +193,7 @@ class RunOptions:
     @property
     def device(self) -> str:
         """The test-backend-ops device of this build."""
-        return "CUDA0" if self.build.backend == "cuda" else "CPU"
+        return backends.get(self.build.backend).device
 
 
 def _fast(backend: str, m: Machine) -> dict[str, tuple[object, str]]:
@@ -298,7 +298,7 @@ def run_options(recipe: Recipe, v: Mapping[str, Value], *, steps: tuple[str, ...
     test_variants, default_variants, tv_src = _test_variants(
         recipe, {"test_variant": val("test.variants"), "changed": val("changed")}
     )
-    device = "CUDA0" if build.backend == "cuda" else "CPU"
+    device = backends.get(build.backend).device
     sections = {
         sec: {n.split(".", 1)[1]: val(n) for n in v if n.startswith(sec + ".")}
         for sec in ("kernel", "decode", "numerics")

@@ -6,6 +6,7 @@ and benchmarks to run, and the author's prose for the report. See recipes/defaul
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import difflib
 import re
@@ -20,6 +21,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from patchkit import backends, expr
 from patchkit.errors import RecipeError
 from patchkit.option_set import default
 from patchkit.workspace import SAFE_RULE, is_safe_component
@@ -76,7 +78,7 @@ class Patch:
 
 @dataclass(frozen=True, kw_only=True)
 class Build:
-    backend: str = "cuda"  # cuda | cpu
+    backend: str = backends.CUDA.name  # a name of patchkit.backends.BACKENDS
     arch: tuple[str, ...] = ("89",)
     build_type: str = "Release"
     cmake_options: tuple[str, ...] = ()
@@ -359,8 +361,9 @@ def parse_recipe(text: str, file: Path, root: Path | None = None) -> Recipe:
         _check_affects(a, f"affects[{i}]", file)
     build = _convert(data.get("build", {}), Build, "build", file)
     assert isinstance(build, Build)
-    if build.backend not in ("cuda", "cpu"):
-        raise RecipeError(f"{file}: build.backend: expected 'cuda' or 'cpu', got {build.backend!r}")
+    if build.backend not in backends.BACKENDS:
+        want = " or ".join(repr(n) for n in backends.NAMES)
+        raise RecipeError(f"{file}: build.backend: expected {want}, got {build.backend!r}")
     suites = _convert(data.get("suites", {}), dict[str, tuple[str, ...]], "suites", file)
     model = data.get("model", {})
     if not isinstance(model, dict):
@@ -420,17 +423,38 @@ def _check_affects(a: Affects, where: str, file: Path) -> None:
         re.compile(re.sub(r"\{\w+\}", "0", a.params))
     except re.error as e:
         raise RecipeError(f"{file}: {where}.params: not a regex with {{column}} fields: {e}") from None
-    from patchkit.build import units  # units reads Affects from here
+    _check_units(a, f"{file}: {where}")
 
-    units.check_rule(a, f"{file}: {where}")
+
+def _check_units(a: Affects, where: str) -> None:
+    """`units` and `uses` come together, `units` is a regex, `uses` an expression (patchkit.expr)."""
+    if bool(a.units) != bool(a.uses):
+        raise RecipeError(f"{where}: units and uses go together (one is set, the other not)")
+    if not a.units:
+        return
+    try:
+        re.compile(a.units)
+    except re.error as e:
+        raise RecipeError(f"{where}.units: not a regex: {e}") from None
+    parse_uses(a.uses, where)
+
+
+def parse_uses(text: str, where: str) -> ast.Expression:
+    """An [[affects]] rule's `uses`, checked; the recipe's error names the rule."""
+    try:
+        return expr.parse(text)
+    except expr.ExpressionError as e:
+        if e.syntax:
+            raise RecipeError(f"{where}.uses: {text!r} is not an expression: {e.syntax}") from None
+        raise RecipeError(f"{where}.uses: {text!r}: {e.node} is not allowed ({expr.ALLOWED})") from None
 
 
 def _profiles(value: object, file: Path) -> dict[str, Profile]:
     if not isinstance(value, dict):
         raise RecipeError(f"{file}: profile: expected a table ([profile.cpu])")
     for k in value:
-        if k not in ("cpu", "cuda"):
-            raise RecipeError(f"{file}: unknown key 'profile.{k}'{_hint(k, ['cpu', 'cuda'])}")
+        if k not in backends.BACKENDS:
+            raise RecipeError(f"{file}: unknown key 'profile.{k}'{_hint(k, sorted(backends.NAMES))}")
     return {k: _convert(v, Profile, f"profile.{k}", file) for k, v in value.items()}  # type: ignore[misc]
 
 

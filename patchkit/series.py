@@ -9,7 +9,6 @@ variant tree with uncommitted edits is never touched unless forced.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import shutil
 import tempfile
@@ -232,8 +231,7 @@ def tree_path(ws: Workspace, recipe: Recipe, variant: Variant) -> Path:
 
 
 def dirty_files(tree: Path) -> list[str]:
-    r = vcs.repo(tree)
-    out = r.git.status("--porcelain", "--untracked-files=no")
+    out = vcs.repo(tree).run("status", "--porcelain", "--untracked-files=no")
     return [ln[3:] for ln in out.splitlines() if ln.strip()]
 
 
@@ -245,32 +243,26 @@ def checkout_base(repo: vcs.Repo, tree: Path, commit: str, prune: tuple[str, ...
     if not (tree / ".git").exists():
         tree.parent.mkdir(parents=True, exist_ok=True)
         with _WORKTREES:  # the build lane and the CPU steps may add one each at once (patchkit.run.lanes)
-            repo.git.worktree("prune")
-            repo.git.worktree("add", "--no-checkout", "--detach", "--force", str(tree), commit)
+            repo.run("worktree", "prune")
+            repo.run("worktree", "add", "--no-checkout", "--detach", "--force", str(tree), commit)
     wt = vcs.repo(tree)
     if prune:
-        wt.git.sparse_checkout("set", "--no-cone", "/*", *[f"!/{p.strip('/')}/" for p in prune])
-    if wt.git.rev_parse("--abbrev-ref", "HEAD") != "HEAD":
-        wt.git.checkout("--detach")
-    wt.git.am("--abort", with_exceptions=False)
-    wt.git.reset("--hard", commit)
+        wt.run("sparse-checkout", "set", "--no-cone", "/*", *[f"!/{p.strip('/')}/" for p in prune])
+    if wt.run("rev-parse", "--abbrev-ref", "HEAD") != "HEAD":
+        wt.run("checkout", "--detach")
+    wt.attempt("am", "--abort")
+    wt.run("reset", "--hard", commit)
     return wt
 
 
 def am(wt: vcs.Repo, patch_file: Path, patch: Patch, variant: str) -> str:
-    env = {**os.environ, **GIT_ENV}
     try:
-        wt.git.execute(
-            ["git", "am", "-3", "--keep-cr", "--committer-date-is-author-date", str(patch_file)],
-            env=env,
-        )
+        wt.run("am", "-3", "--keep-cr", "--committer-date-is-author-date", str(patch_file), env=GIT_ENV)
     except vcs.GitError as e:
         out = f"{e.stdout or ''}\n{e.stderr or ''}"
-        wt.git.am("--abort", with_exceptions=False)
+        wt.attempt("am", "--abort")
         # `am -3` may fail before it says where (no usable blob ids); `apply --check` always says
-        _, _, check_err = wt.git.execute(
-            ["git", "apply", "--check", "--verbose", str(patch_file)], with_extended_output=True, with_exceptions=False
-        )
+        _, _, check_err = wt.attempt("apply", "--check", "--verbose", str(patch_file))
         out = f"{check_err}\n{out}"
         if "No space left on device" in out or "Disk quota exceeded" in out:
             raise ApplyError(
@@ -280,7 +272,7 @@ def am(wt: vcs.Repo, patch_file: Path, patch: Patch, variant: str) -> str:
         raise ApplyError(
             f"variant {variant}: patch {patch.file} does not apply: {describe_failure(patch_file, out)}"
         ) from None
-    return wt.git.rev_parse("HEAD")
+    return wt.run("rev-parse", "HEAD")
 
 
 def series_commits(
@@ -300,10 +292,10 @@ def series_commits(
             applied.append(
                 {"id": p.key, "file": p.file, "sha256": patch_sha256(pf), "commit": commit, "local": p.local}
             )
-        return wt.git.rev_parse("HEAD"), applied
+        return wt.run("rev-parse", "HEAD"), applied
     finally:
         shutil.rmtree(scratch.parent, ignore_errors=True)
-        repo.git.worktree("prune")
+        repo.run("worktree", "prune")
 
 
 def _read_state(spath: Path) -> VariantState:
@@ -341,7 +333,7 @@ def apply_variant(
                     f"variant {variant.name}: {tree} has uncommitted edits ({', '.join(dirty[:3])}"
                     f"{', ...' if len(dirty) > 3 else ''}); commit them and run `patchkit refresh`, or pass --force"
                 )
-            head = wt.git.rev_parse("HEAD")
+            head = wt.run("rev-parse", "HEAD")
             if old and old.key == key and old.head == head and not dirty:
                 return old, False
             if old and head != old.head and not force:
@@ -357,7 +349,7 @@ def apply_variant(
         spath.unlink(missing_ok=True)
         try:
             checkout_base(repo, tree, head, recipe.base.prune)
-            repo.git.update_ref(f"refs/heads/pk/{recipe.name}/{variant.branch_suffix}", head)
+            repo.run("update-ref", f"refs/heads/pk/{recipe.name}/{variant.branch_suffix}", head)
         except vcs.GitError as e:
             raise ApplyError(
                 f"variant {variant.name}: {git_says(e)} (its tree {tree} is not made: `patchkit apply` makes it again)"

@@ -1,8 +1,9 @@
 """The one way patchkit runs git: through GitPython, from this module only.
 
 `git()` runs one git command and returns its exit status and the bytes of its output as they are;
-`check=True` raises our error naming the command and git's last line. `repo()` opens a repository for
-the object API (worktrees, refs). No other module imports GitPython or starts `git` itself.
+`check=True` raises our error naming the command and git's last line. `repo()` and `init_bare()` give a
+`Repo`, a repository's folder to run git commands in (`run`: stdout or `GitError`; `attempt`: exit
+status, stdout and stderr). No other module imports GitPython or starts `git` itself.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ IDENTITY_ENV = {
 }
 
 GitError = _gitpython.GitCommandError
-Repo = _gitpython.Repo
 
 
 @dataclass(frozen=True)
@@ -86,8 +86,40 @@ def show(cwd: Path | str, commit: str, path: str, *, git_dir: Path | str | None 
     return r.stdout.decode("utf-8", "replace") if r.ok else None
 
 
-def repo(path: Path | str, *, init_bare: bool = False) -> Repo:
-    """A GitPython repository object (bare-initialised first when asked and missing)."""
-    if init_bare and not Path(path).exists():
-        return _gitpython.Repo.init(str(path), bare=True)
-    return _gitpython.Repo(str(path))
+class Repo:
+    """A repository git runs in: a worktree, or a bare repository (its commands get GIT_DIR, so that
+    one with worktrees that have their own config is still taken as bare). GitPython's semantics: the
+    user's git config is read, stdout comes back as text with one trailing newline dropped."""
+
+    def __init__(self, path: Path | str, *, bare: bool = False) -> None:
+        # as GitPython's Repo(path): never a parent folder's repository (git would search upwards)
+        if not Path(path).is_dir():
+            raise _gitpython.NoSuchPathError(str(path))
+        if not (Path(path) / ("HEAD" if bare else ".git")).exists():
+            raise _gitpython.InvalidGitRepositoryError(str(path))
+        self.working_dir = Path(path)
+        self.git_dir = Path(path) if bare else None
+        self._env = {"GIT_DIR": str(path)} if bare else {}
+        self._git = _gitpython.Git(str(path))
+
+    def run(self, *args: str, env: dict[str, str] | None = None) -> str:
+        """`git ARGS`: its stdout; `GitError` (the command, its status, stdout and stderr) where it fails."""
+        return self._git.execute(["git", *args], env={**self._env, **(env or {})})
+
+    def attempt(self, *args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+        """`git ARGS` that may fail: (exit status, stdout, stderr)."""
+        return self._git.execute(
+            ["git", *args], env={**self._env, **(env or {})}, with_extended_output=True, with_exceptions=False
+        )
+
+
+def repo(path: Path | str, *, bare: bool = False) -> Repo:
+    """The repository (a worktree, or with `bare` a bare repository) at `path`."""
+    return Repo(path, bare=bare)
+
+
+def init_bare(path: Path | str) -> Repo:
+    """`git init --bare` at `path` (made where missing)."""
+    Path(path).mkdir(parents=True, exist_ok=True)
+    _gitpython.Git(str(path)).execute(["git", "init", "--bare"])
+    return Repo(path, bare=True)

@@ -25,7 +25,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from patchkit import proc, vcs
+from patchkit import backends, proc, vcs
 from patchkit.build import compiled, units
 from patchkit.errors import BuildError, CommandError, ToolNotFound
 from patchkit.parsers.compiler import first_compiler_error
@@ -50,9 +50,7 @@ class BuildOptions:
 
     @property
     def config(self) -> str:
-        if self.backend == "cpu":
-            return "cpu"
-        return "cuda-" + "_".join(self.archs)
+        return backends.get(self.backend).config(self.archs)
 
     def key_material(self) -> dict:
         d = asdict(self)
@@ -72,10 +70,8 @@ def options_from(
 ) -> BuildOptions:
     b = recipe.build
     backend = backend or b.backend
-    if backend not in ("cuda", "cpu"):
-        raise BuildError(f"--backend: expected cuda or cpu, got {backend!r}")
     arch_list: tuple[str, ...] = ()
-    if backend == "cuda":
+    if backends.get(backend).archs:
         raw = archs or b.arch
         arch_list = tuple(a for part in raw for a in re.split(r"[;,\s]+", part) if a)
         for a in arch_list:
@@ -134,12 +130,13 @@ def _nvcc(candidates: tuple[str | None, ...] | None = None) -> Path:
 def toolchain(opts: BuildOptions) -> Toolchain:
     for tool in ("cmake", "ninja"):
         proc.which(tool)
-    if opts.backend == "cpu":
-        return Toolchain(cmake_args=("-DGGML_CUDA=OFF",))
+    be = backends.get(opts.backend)
+    if not be.needs_gpu:
+        return Toolchain(cmake_args=be.cmake_args)
     nvcc = _nvcc()
     root = nvcc.parent.parent
     args = [
-        "-DGGML_CUDA=ON",
+        *be.cmake_args,
         f"-DCMAKE_CUDA_COMPILER={nvcc}",
         f"-DCMAKE_CUDA_ARCHITECTURES={';'.join(opts.archs)}",
     ]
@@ -394,7 +391,7 @@ def move_tree(ws: Workspace, recipe: Recipe, root: Path, base: BaseInfo, head: s
         if not (tree / ".git").exists()
         else vcs.repo(tree)
     )
-    wt.git.checkout("--detach", "--force", head)
+    wt.run("checkout", "--detach", "--force", head)
     return tree
 
 

@@ -15,7 +15,7 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from patchkit import proc
+from patchkit import backends, proc
 from patchkit.build import (
     BuildOptions,
     Toolchain,
@@ -109,8 +109,8 @@ def _units(tree: Path, changed: list[str], backend: str) -> tuple[list[str], dic
     root = source_root(tree)
     graph = include_graph(tree, (root,))
     sources = includers(tree, changed, (root,), graph=graph)
-    if backend == "cuda":
-        sources = [s for s in sources if s.startswith(f"{root}/ggml-cuda/")]
+    if sub := backends.get(backend).check_dir:
+        sources = [s for s in sources if s.startswith(f"{root}/{sub}/")]
     return sources, graph
 
 
@@ -199,9 +199,9 @@ def check(
         at_base = None  # only base: the check compiles what base's (empty) change touches, as before
     repo = open_cache_repo(ws)
     # each variant compiles the translation units its own patches touch (local test-only patches too)
-    changed_by = {s.name: repo.git.diff("--no-renames", "--name-only", base.commit, s.head).split() for s in patched}
+    changed_by = {s.name: repo.run("diff", "--no-renames", "--name-only", base.commit, s.head).split() for s in patched}
     for arch in opts.archs or ("cpu",):
-        one = BuildOptions(**{**asdict(opts), "archs": (arch,) if opts.backend == "cuda" else ()})
+        one = BuildOptions(**{**asdict(opts), "archs": (arch,) if backends.get(opts.backend).archs else ()})
         with ws.lock(ws.builds(recipe.name, f"check-{one.config}")):
             # the series end first: the units it compiles are compiled for the other variants too
             end = _check_one(recipe, base, ws, patched[-1], one, changed_by[patched[-1].name], logs)

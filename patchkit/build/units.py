@@ -18,19 +18,20 @@ and the row's columns are the names) is *cleared*: the change does not reach its
 unit that includes the file is recompiled, and so is every unit that includes any other changed file.
 The rule is the recipe author's statement about the code, like `params`; `--full-rebuild` ignores it.
 
-`uses` is a small expression: integers, names, `+ - * // %`, comparisons, `and`/`or`/`not`.
+`uses` is an expression of patchkit.expr: names, numbers, `+ - * / // %`, comparisons, `and`/`or`/`not`.
 """
 
 from __future__ import annotations
 
 import ast
-import operator
 import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from patchkit import expr as expr_mod
+from patchkit import recipe as recipe_mod
 from patchkit import vcs
 from patchkit.build import compiled
 from patchkit.build import rows as rows_mod
@@ -39,93 +40,23 @@ from patchkit.errors import RecipeError
 from patchkit.recipe import Affects, Recipe
 from patchkit.workspace import read_json
 
-_BIN = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.FloorDiv: operator.floordiv,
-    ast.Mod: operator.mod,
-}
-_CMP = {
-    ast.Eq: operator.eq,
-    ast.NotEq: operator.ne,
-    ast.Lt: operator.lt,
-    ast.LtE: operator.le,
-    ast.Gt: operator.gt,
-    ast.GtE: operator.ge,
-}
-
 
 def parse_uses(expr: str, where: str) -> ast.Expression:
-    """The `uses` expression, checked to hold only what `evaluate` knows."""
-    try:
-        tree = ast.parse(expr, mode="eval")
-    except SyntaxError as e:
-        raise RecipeError(f"{where}.uses: {expr!r} is not an expression: {e.msg}") from None
-    for node in ast.walk(tree):
-        ok = isinstance(
-            node,
-            (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.Compare, ast.BinOp),
-        )
-        ok = ok or isinstance(node, (ast.Name, ast.Load)) or type(node) in _BIN or type(node) in _CMP
-        ok = ok or (isinstance(node, ast.Constant) and isinstance(node.value, (int, bool)))
-        if not ok:
-            raise RecipeError(
-                f"{where}.uses: {expr!r}: {type(node).__name__} is not allowed (names, integers, "
-                "+ - * // %, comparisons, and/or/not)"
-            )
-    return tree
+    """The `uses` expression, checked to hold only what the language (patchkit.expr) has."""
+    return recipe_mod.parse_uses(expr, where)
 
 
 def names_in(expr: str) -> set[str]:
-    return {n.id for n in ast.walk(ast.parse(expr, mode="eval")) if isinstance(n, ast.Name)}
+    return expr_mod.names(expr_mod.parse(expr))
 
 
 def evaluate(expr: str, names: dict[str, tbl.Value], where: str) -> bool:
     """`uses` with these names bound; a name it has not is the recipe's error."""
-
-    def ev(n: ast.AST) -> object:
-        if isinstance(n, ast.Expression):
-            return ev(n.body)
-        if isinstance(n, ast.Constant):
-            return n.value
-        if isinstance(n, ast.Name):
-            if n.id not in names:
-                known = ", ".join(names)
-                raise RecipeError(f"{where}.uses: {n.id!r} is neither a group of units nor a column ({known})")
-            return names[n.id]
-        if isinstance(n, ast.BoolOp):
-            vals = [bool(ev(v)) for v in n.values]
-            return all(vals) if isinstance(n.op, ast.And) else any(vals)
-        if isinstance(n, ast.UnaryOp):
-            v = ev(n.operand)
-            return (not v) if isinstance(n.op, ast.Not) else -v  # type: ignore[operator]
-        if isinstance(n, ast.BinOp):
-            return _BIN[type(n.op)](ev(n.left), ev(n.right))
-        if isinstance(n, ast.Compare):
-            left = ev(n.left)
-            for op, right_node in zip(n.ops, n.comparators):
-                right = ev(right_node)
-                if not _CMP[type(op)](left, right):
-                    return False
-                left = right
-            return True
-        raise RecipeError(f"{where}.uses: {type(n).__name__} is not allowed")
-
-    return bool(ev(parse_uses(expr, where)))
-
-
-def check_rule(a: Affects, where: str) -> None:
-    """At recipe load: `units` and `uses` come together, `units` is a regex, `uses` an expression."""
-    if bool(a.units) != bool(a.uses):
-        raise RecipeError(f"{where}: units and uses go together (one is set, the other not)")
-    if not a.units:
-        return
     try:
-        re.compile(a.units)
-    except re.error as e:
-        raise RecipeError(f"{where}.units: not a regex: {e}") from None
-    parse_uses(a.uses, where)
+        return bool(expr_mod.evaluate(parse_uses(expr, where), names))
+    except expr_mod.UnboundName as e:
+        known = ", ".join(e.known)
+        raise RecipeError(f"{where}.uses: {e.name!r} is neither a group of units nor a column ({known})") from None
 
 
 def check_columns(a: Affects, text: str, where: str) -> None:

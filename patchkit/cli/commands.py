@@ -11,8 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+from patchkit import backends, option_set, parsers, report
 from patchkit import build as build_mod
-from patchkit import option_set, parsers, report
 from patchkit.build import unitcheck
 from patchkit.cli import executor as cli_executor
 from patchkit.cli.base import Command, add_build, add_common, add_options, add_variants, ctx_of, positive_int, resolved
@@ -23,6 +23,7 @@ from patchkit.options import build_options, describe
 from patchkit.report import publish
 from patchkit.results import Bundle, latest_run
 from patchkit.run import pipeline, replay, steps
+from patchkit.sweep import section
 from patchkit.workspace import refuse_own_state
 
 
@@ -281,8 +282,10 @@ class Report(Command):
         out = Path(args.output) if args.output else None
         if out is not None:
             refuse_own_state(out, protect=_recipe_files(args))
-        sweeps = tuple(Path(p) for p in args.sweep)
-        return report.report_main(paths, args.format, out, force=args.force, sweeps=sweeps)
+        sweeps = [Path(p) for p in args.sweep]
+        section.check(sweeps)  # before anything is written, whatever the format
+        blocks = section.markdown(sweeps) if args.format == "md" else []
+        return report.report_main(paths, args.format, out, force=args.force, sweep=blocks)
 
 
 def _recipe_files(args: argparse.Namespace) -> list[Path]:
@@ -358,7 +361,10 @@ class Import(Command):
         )
         p.add_argument("--suite", default="flash_attn", help="for test-backend-ops logs: the recipe suite they ran")
         p.add_argument(
-            "--backend", choices=("cuda", "cpu"), default="cuda", help="the backend the logs ran on (default: cuda)"
+            "--backend",
+            choices=backends.NAMES,
+            default=backends.CUDA.name,
+            help="the backend the logs ran on (default: cuda)",
         )
         p.add_argument("--run", default=None, help="add to this run folder (default: a new run folder)")
         p.add_argument(

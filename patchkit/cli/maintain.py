@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from patchkit import backends
 from patchkit.build import BuildOptions
 from patchkit.cli.base import Command, add_build, add_common, ctx_of
 from patchkit.maintain import bases, newest, rebase, refresh
@@ -16,7 +17,7 @@ from patchkit.run import pipeline
 
 def _trial_build_options(recipe: Recipe, args: argparse.Namespace) -> BuildOptions:
     """The build options of trial builds: CPU unless --backend cuda; -D, -j, --arch as for `patchkit build`."""
-    return build_options(recipe, {**vars(args), "backend": args.backend or "cpu"})
+    return build_options(recipe, {**vars(args), "backend": args.backend or backends.CPU.name})
 
 
 def _run_tests(ctx: Context, args: argparse.Namespace) -> rebase.RunTests:
@@ -24,7 +25,13 @@ def _run_tests(ctx: Context, args: argparse.Namespace) -> rebase.RunTests:
 
     def run_tests(tr: Recipe, suites: tuple[str, ...]) -> Bundle:
         # the pipeline's own entry (options.resolve_run, then pipeline.run), as `patchkit test` calls it
-        cli = {**vars(args), "backend": args.backend or "cpu", "suites": suites, "force": True, "label": "rebase"}
+        cli = {
+            **vars(args),
+            "backend": args.backend or backends.CPU.name,
+            "suites": suites,
+            "force": True,
+            "label": "rebase",
+        }
         opts = resolve_run(tr, cli, steps=("test",))
         return pipeline.run(Context(recipe=tr, ws=ctx.ws, offline=ctx.offline), opts, label="rebase")
 

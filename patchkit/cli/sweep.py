@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from patchkit import option_set
+from patchkit import backends, option_set
 from patchkit.cli.base import Command, add_common, add_options, ctx_of, non_negative_int, positive_int
 from patchkit.measure import env
 from patchkit.options import build_options
@@ -113,7 +113,7 @@ class Sweep(Command):
         jobs = int(got["build.jobs"].value)  # type: ignore[call-overload]
         gpu = None
         if not args.check_only:  # both checked before anything is fetched or written
-            cli = {"arch": [args.build_arch] if args.build_arch else [], "jobs": jobs, "backend": "cuda"}
+            cli = {"arch": [args.build_arch] if args.build_arch else [], "jobs": jobs, "backend": backends.CUDA.name}
             bopts = build_options(ctx.recipe, cli)
             if len(bopts.archs) != 1 or not bopts.archs[0].isdigit():
                 raise SweepError(

@@ -32,6 +32,7 @@ import ray
 import ray.exceptions as rex
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from patchkit import backends
 from patchkit.errors import OptionError
 from patchkit.executor import gather, tasks
 from patchkit.executor.jobs import ExecutorOptions, Job, Outcome
@@ -133,7 +134,7 @@ class _Job:
 
     def fits(self, node: dict) -> bool:
         res = node.get("Resources") or {}
-        gpu = self.job.opts.build.backend != "cuda" or res.get("GPU", 0) >= 1
+        gpu = not backends.get(self.job.opts.build.backend).needs_gpu or res.get("GPU", 0) >= 1
         need = {"CPU": 1, **self.resources}
         return bool(node.get("Alive")) and gpu and all(res.get(k, 0) >= v for k, v in need.items())
 
@@ -177,7 +178,9 @@ class _Driver:
             key=lambda n: (self.given.get(n["NodeID"], 0), n["NodeID"]),
         )
         if not nodes:
-            need = [f"resource {k!r}" for k in j.resources] + (["a GPU"] if j.job.opts.build.backend == "cuda" else [])
+            need = [f"resource {k!r}" for k in j.resources] + (
+                ["a GPU"] if backends.get(j.job.opts.build.backend).needs_gpu else []
+            )
             why = j.lost or "no alive node" + (" with " + " and ".join(need) if need else "")
             self._done(j, Outcome(job=j.job, status=1, lost=why))
             return
@@ -194,7 +197,9 @@ class _Driver:
         ref = _prepare.options(
             name=f"build-{j.name}",
             num_cpus=min(jobs, j.cpus) if jobs else j.cpus,
-            num_gpus=1 if b.backend == "cuda" and "native" in b.archs else 0,  # nvcc finds the arch on a GPU
+            num_gpus=1
+            if backends.get(b.backend).needs_gpu and "native" in b.archs
+            else 0,  # nvcc finds the arch on a GPU
             resources=j.resources,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=j.tried[-1], soft=False),
             max_retries=0,
@@ -206,7 +211,7 @@ class _Driver:
         ref = _measure.options(
             name=f"measure-{j.name}",
             num_cpus=1,
-            num_gpus=1 if j.job.opts.build.backend == "cuda" else 0,
+            num_gpus=1 if backends.get(j.job.opts.build.backend).needs_gpu else 0,
             resources=j.resources,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=j.prepared["node_id"], soft=False),
             max_retries=0,

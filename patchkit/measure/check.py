@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from patchkit import backends
 from patchkit import build as build_mod
 from patchkit.build import unitcheck
 from patchkit.measure import resources
@@ -35,7 +36,7 @@ def instance(arch: str) -> str:
 
 def step(built: Built, opts: RunOptions, name: str) -> Step:
     arch = name.removeprefix("check:cuda-")
-    one = dataclasses.replace(opts.build, backend="cuda", archs=(arch,))
+    one = dataclasses.replace(opts.build, backend=backends.CUDA.name, archs=(arch,))
     b = built.bundle
     states = [s for s in built.states if built.scope is None or built.scope.tests(s.name)]
     if not states:

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from patchkit import parsers
+from patchkit import backends, parsers
 from patchkit.errors import ParseError, RecipeError
 from patchkit.measure import model as model_mod
 from patchkit.measure import stats
@@ -301,7 +301,7 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
         ubatch=d.ubatch,
         repetitions=d.repetitions,
         threads=d.threads,
-        ngl=99 if built.backend == "cuda" else 0,
+        ngl=backends.get(built.backend).gpu_layers,
         extra=d.extra_args,
     )
     return run_decode(built.bundle, built.measured, model=path, model_info=info, args=args, timing=timing_of(opts))

@@ -6,7 +6,7 @@ import hashlib
 import time
 from pathlib import Path
 
-from patchkit import parsers, proc
+from patchkit import backends, parsers, proc
 from patchkit.errors import ParseError
 from patchkit.measure.decode import decode_model
 from patchkit.measure.tool import Bins, Built, run_logged
@@ -106,7 +106,7 @@ def _generate(
         "--no-display-prompt",
         "--ignore-eos",
         "-ngl",
-        "99",
+        str(backends.ALL_LAYERS),
     ]
     done, why, log = _run_whole(
         bundle,
@@ -187,7 +187,7 @@ def run_numerics(
             "-ctv",
             type_v,
             "-ngl",
-            "99",
+            str(backends.ALL_LAYERS),
         ]
         bar.update(1, "KL divergence base")
         done, why, log = _run_whole(

@@ -22,7 +22,7 @@ import re
 import time
 from pathlib import Path
 
-from patchkit import parsers, proc
+from patchkit import backends, parsers, proc
 from patchkit.errors import OptionError, ParseError, ToolNotFound
 from patchkit.measure import occupancy_formula as occ
 from patchkit.measure import reuse
@@ -237,7 +237,7 @@ def cases_of(built: Built, opts: RunOptions) -> list[str]:
 
 
 def step(built: Built, opts: RunOptions, name: str) -> Step:
-    if built.backend != "cuda":
+    if not backends.get(built.backend).kernels:
         return Step(name=name, status=Status.NOT_RUN, reason="occupancy needs a CUDA build and ncu")
     if (skip := built.nothing_to_compare(name)) is not None:
         return skip
@@ -269,7 +269,7 @@ def reparse(bundle: Bundle, old: Step, bins: list[Bins]) -> Step:
     s = run_occupancy(
         bundle,
         [b for b in bins if b.variant in profiled],
-        backend="CUDA0",
+        backend=backends.CUDA.device,
         op="FLASH_ATTN_EXT",
         cases=[c["params"] for c in cs],
         counts=[int(c.get("launch_count", LAUNCH_COUNT)) for c in cs],

@@ -6,7 +6,7 @@ import re
 import time
 from pathlib import Path
 
-from patchkit import parsers, proc
+from patchkit import backends, parsers, proc
 from patchkit.errors import ResultsError, ToolNotFound
 from patchkit.measure import reuse
 from patchkit.measure.tool import Bins, Built, completed_from_log, run_parsed
@@ -107,7 +107,7 @@ def run_kernel_path(
 
 def step(built: Built, opts: RunOptions, name: str) -> Step:
     """Kernel names of the cases `bench:kernel` timed (those matching the recipe's path_params)."""
-    if built.backend != "cuda":
+    if not backends.get(built.backend).kernels:
         return Step(name=name, status=Status.NOT_RUN, reason="kernel names need a CUDA build and ncu")
     if (skip := built.nothing_to_compare(name)) is not None:
         return skip

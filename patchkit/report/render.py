@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import jinja2
@@ -11,7 +12,6 @@ import patchkit.report.hardware as hardware
 import patchkit.report.not_tested as not_tested
 import patchkit.report.plot as plot
 import patchkit.report.summary as summary
-import patchkit.report.sweep as sweep
 from patchkit.errors import ReportError, ResultsError
 from patchkit.report.collect import evidence
 from patchkit.report.evidence import Evidence
@@ -52,7 +52,7 @@ def footer(ev: Evidence) -> list[str]:
     return [ascii_text(x) for x in out]
 
 
-def render_markdown(ev: Evidence, sweeps: tuple[Path, ...] = ()) -> str:
+def render_markdown(ev: Evidence, sweep: Sequence[Block] = ()) -> str:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
         undefined=jinja2.StrictUndefined,
@@ -68,7 +68,7 @@ def render_markdown(ev: Evidence, sweeps: tuple[Path, ...] = ()) -> str:
         ai_disclosure=indent_rest(reflow(p.ai_disclosure)) or NOT_PROVIDED,
         extra=additional(ev),
         not_provided=NOT_PROVIDED,
-        s={**blocks(ev), "sweep": ascii_blocks(sweep.markdown(list(sweeps)))},
+        s={**blocks(ev), "sweep": ascii_blocks(list(sweep))},
         steps=[{"slot": k, "heading": h, "shown_empty": e} for k, h, e in slots()],
         footer=footer(ev),
         gpus=[r.gpu for r in ev.runs],
@@ -87,11 +87,12 @@ def render(
     out_dir: Path | None = None,
     *,
     force: bool = False,
-    sweeps: tuple[Path, ...] = (),
+    sweep: Sequence[Block] = (),
 ) -> str:
     """The report as text (fmt 'md' or 'json'). With out_dir, the decode plot is written there as
     decode.png (atomically) and linked from the markdown; without, no plot is written or linked.
-    `sweeps`: sweep folders whose "Parameter sweep" section the markdown gets (not the JSON)."""
+    `sweep`: the blocks of the "Parameter sweep" section the markdown gets (not the JSON; made by
+    patchkit.sweep.section from sweep folders)."""
     if fmt not in FORMATS:
         raise ReportError(f"unknown report format {fmt!r} (md or json)")
     ev = evidence(bundles, force=force)
@@ -100,7 +101,7 @@ def render(
         if png is not None:
             write_atomic(Path(out_dir) / PLOT_FILE, png)
             ev.plot = PLOT_FILE
-    return ev.to_json() if fmt == "json" else render_markdown(ev, sweeps)
+    return ev.to_json() if fmt == "json" else render_markdown(ev, sweep)
 
 
 def report_main(
@@ -109,7 +110,7 @@ def report_main(
     out: Path | None = None,
     *,
     force: bool = False,
-    sweeps: tuple[Path, ...] = (),
+    sweep: Sequence[Block] = (),
 ) -> int:
     """`patchkit report`: open the run folders, merge, render; write `out` (and decode.png beside it)
     atomically, or print to stdout when out is None (no plot then). Returns the exit code (0)."""
@@ -120,10 +121,7 @@ def report_main(
         except ResultsError as e:
             raise ReportError(str(e)) from None
     out = Path(out) if out is not None else None
-    for f in sweeps:  # checked before anything is written
-        if not (Path(f) / "sweep.json").is_file():
-            raise ReportError(f"--sweep {f}: no sweep.json (not a patchkit sweep folder)")
-    text = render(bundles, fmt, out.parent if out is not None else None, force=force, sweeps=sweeps)
+    text = render(bundles, fmt, out.parent if out is not None else None, force=force, sweep=sweep)
     if out is None:
         print(text, end="")
     else:

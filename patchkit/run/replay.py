@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from patchkit import backends
 from patchkit.errors import ResultsError
 from patchkit.measure.tool import Bins
 from patchkit.options import Context, Machine, RunOptions, resolve_run
@@ -70,7 +71,7 @@ class ImportRequest:
     tool: str  # an ImportSpec.tool of patchkit.run.steps
     logs: tuple[tuple[str, Path], ...]  # (variant, file); a variant's second log is its second round
     suite: str = "flash_attn"
-    backend: str = "cuda"
+    backend: str = backends.CUDA.name
     run: str = ""  # add to this run folder (default: a new one)
     env: Path | None = None  # env.json of the machine the logs come from
 

@@ -61,14 +61,10 @@ def open_cache_repo(ws: Workspace) -> vcs.Repo:
     """The cache's bare repo. Commands get GIT_DIR explicitly: once worktrees with their own config
     exist (extensions.worktreeConfig), GitPython no longer recognises the repo as bare."""
     if not (ws.repo / "HEAD").is_file():
-        ws.repo.parent.mkdir(parents=True, exist_ok=True)
-        init = vcs.repo(ws.repo, init_bare=True)
-        with init.config_writer() as cw:
-            cw.set_value("gc", "auto", "0")
-            cw.set_value("uploadpack", "allowAnySHA1InWant", "true")
-    repo = vcs.repo(ws.repo)
-    repo.git.update_environment(GIT_DIR=str(ws.repo))
-    return repo
+        init = vcs.init_bare(ws.repo)
+        init.run("config", "gc.auto", "0")
+        init.run("config", "uploadpack.allowAnySHA1InWant", "true")
+    return vcs.repo(ws.repo, bare=True)
 
 
 def show(ws: Workspace, commit: str, path: str) -> str | None:
@@ -96,7 +92,7 @@ def fetch(base: Base, ws: Workspace, *, offline: bool = False) -> BaseInfo:
             if base.sdist is not None and base.route == "sdist":
                 check_base_record(info, base.sdist, ws, meta_path)
             try:
-                if repo.git.rev_parse("--verify", "-q", f"{ref}^{{commit}}") == info.commit:
+                if repo.run("rev-parse", "--verify", "-q", f"{ref}^{{commit}}") == info.commit:
                     _mark_shallow(repo, info.commit)
                     if base.route == "git":  # a record of older code may say "verified" where nothing was compared
                         verified, provenance = _git_provenance(repo, base, offline=offline)
@@ -131,7 +127,7 @@ def upstream_commit(upstream: str) -> str:
 
 def _fetch_commit(repo: vcs.Repo, url: str, sha: str) -> None:
     try:
-        repo.git.fetch("--depth", "1", "--no-tags", url, sha)
+        repo.run("fetch", "--depth", "1", "--no-tags", url, sha)
     except vcs.GitError as e:
         raise FetchError(f"git fetch {url} {sha}: {_git_msg(e)}") from None
 
@@ -145,7 +141,7 @@ def _fetch_git(base: Base, repo: vcs.Repo, key: str, ref: str, *, offline: bool)
                 f"base {key}: not in the cache and --offline was given ({url} is not a local path or file:// URL)"
             )
         _fetch_commit(repo, url, sha)
-    repo.git.update_ref(ref, sha)
+    repo.run("update-ref", ref, sha)
     _mark_shallow(repo, sha)
     verified, provenance = _git_provenance(repo, base, offline=offline)
     return BaseInfo(
@@ -175,23 +171,24 @@ def _git_provenance(repo: vcs.Repo, base: Base, *, offline: bool) -> tuple[bool,
             _fetch_commit(repo, url, up)
     if not _has_object(repo, f"{up}^{{commit}}"):
         return False, f"a local commit {sha[:12]} of {url}, not compared with upstream {name} (not in that repository)"
-    if repo.git.rev_parse(f"{sha}^{{tree}}") == repo.git.rev_parse(f"{up}^{{commit}}^{{tree}}"):
+    if repo.run("rev-parse", f"{sha}^{{tree}}") == repo.run("rev-parse", f"{up}^{{commit}}^{{tree}}"):
         return True, f"commit {sha[:12]} of {url}, not upstream's commit, has upstream {name}'s tree (compared)"
     return False, f"a local commit {sha[:12]} of {url}, whose tree differs from upstream {name}'s (compared)"
 
 
 def _has_object(repo: vcs.Repo, rev: str) -> bool:
-    return repo.git.execute(["git", "cat-file", "-e", rev], with_exceptions=False, with_extended_output=True)[0] == 0
+    return repo.attempt("cat-file", "-e", rev)[0] == 0
 
 
 def _mark_shallow(repo: vcs.Repo, commit: str) -> None:
     """Record a base whose parents are not in the cache as a shallow boundary, so that `git log`
     and merge-base stop there instead of failing on a missing parent."""
-    header = repo.git.cat_file("-p", commit).split("\n\n", 1)[0]
+    header = repo.run("cat-file", "-p", commit).split("\n\n", 1)[0]
     parents = [ln.split()[1] for ln in header.splitlines() if ln.startswith("parent ")]
     missing = [p for p in parents if not _has_object(repo, p)]
     if missing:
-        shallow = Path(repo.git_dir) / "shallow"
+        assert repo.git_dir is not None
+        shallow = repo.git_dir / "shallow"
         known = shallow.read_text().split() if shallow.is_file() else []
         if commit not in known:
             with open(shallow, "a", encoding="utf-8") as f:
@@ -402,9 +399,9 @@ def _tree_of_folder(repo: vcs.Repo, folder: Path) -> str:
     """The git tree hash of a plain folder (ignored files included), written into the repo's objects."""
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
-        base = ["git", "-C", str(folder), f"--git-dir={repo.git_dir}", f"--work-tree={folder}"]
-        repo.git.execute([*base, "add", "-A", "-f", "--", "."], env=env)
-        return repo.git.execute([*base, "write-tree"], env=env)
+        base = ["-C", str(folder), f"--git-dir={repo.git_dir}", f"--work-tree={folder}"]
+        repo.run(*base, "add", "-A", "-f", "--", ".", env=env)
+        return repo.run(*base, "write-tree", env=env)
 
 
 def _fetch_sdist(base: Base, ws: Workspace, repo: vcs.Repo, key: str, ref: str, *, offline: bool) -> BaseInfo:
@@ -432,12 +429,12 @@ def _fetch_sdist(base: Base, ws: Workspace, repo: vcs.Repo, key: str, ref: str, 
         if upstream_sha and (gitdir / "HEAD").is_file():
             try:
                 # the extracted gitdir points at its old work tree; upload-pack refuses to run there
-                cfg = ["git", "config", "--file", str(gitdir / "config")]
-                repo.git.execute([*cfg, "--unset-all", "core.worktree"], with_exceptions=False)
-                repo.git.execute([*cfg, "core.bare", "true"])
-                repo.git.fetch("--no-tags", str(gitdir), upstream_sha)
-                fetched = repo.git.rev_parse("--verify", f"{upstream_sha}^{{commit}}")
-                if repo.git.rev_parse(f"{fetched}^{{tree}}") == tree:
+                cfg = ["config", "--file", str(gitdir / "config")]
+                repo.attempt(*cfg, "--unset-all", "core.worktree")
+                repo.run(*cfg, "core.bare", "true")
+                repo.run("fetch", "--no-tags", str(gitdir), upstream_sha)
+                fetched = repo.run("rev-parse", "--verify", f"{upstream_sha}^{{commit}}")
+                if repo.run("rev-parse", f"{fetched}^{{tree}}") == tree:
                     commit, verified = fetched, True
             except vcs.GitError:
                 pass
@@ -454,10 +451,10 @@ def _fetch_sdist(base: Base, ws: Workspace, repo: vcs.Repo, key: str, ref: str, 
                 "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000",
                 "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000",
             }
-            commit = repo.git.execute(["git", "commit-tree", tree, "-m", msg], env=env)
-    repo.git.update_ref(ref, commit)
+            commit = repo.run("commit-tree", tree, "-m", msg, env=env)
+    repo.run("update-ref", ref, commit)
     _mark_shallow(repo, commit)
-    repo.git.prune_packed()  # the loose objects of the tree check that the fetched pack already holds
+    repo.run("prune-packed")  # the loose objects of the tree check that the fetched pack already holds
     return BaseInfo(
         key=key,
         ref=ref,

@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from patchkit import build, proc, vcs
+from patchkit import backends, build, proc, vcs
 from patchkit.build import table as tbl
 from patchkit.errors import ApplyError, BuildError
 from patchkit.measure import resources
@@ -273,7 +273,7 @@ def _setups(
         if gpu is not None and arch == gpu.arch:  # the measured build's own options: its objects are the build's
             opts = dataclasses.replace(gpu.opts, jobs=jobs or gpu.opts.jobs)
         else:
-            opts = build.options_from(recipe, backend="cuda", archs=(arch,), jobs=jobs)
+            opts = build.options_from(recipe, backend=backends.CUDA.name, archs=(arch,), jobs=jobs)
             if ptxas:
                 cmake = resources.ptxas_cmake_options(build.toolchain(opts).cmake_args, opts.cmake_options)
                 opts = dataclasses.replace(opts, cmake_options=cmake)

@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchkit import build, parsers, proc
+from patchkit import backends, build, parsers, proc
 from patchkit.errors import BuildError, ParseError
 from patchkit.measure import env as env_mod
 from patchkit.measure import stats, tests
@@ -53,7 +53,7 @@ _COMPILE = re.compile(r"^\[\d+/\d+\] Building ", re.M)
 @dataclass(frozen=True, kw_only=True)
 class GpuOptions:
     opts: build.BuildOptions  # the measured build (its arch is the device's)
-    device: str = "CUDA0"  # test-backend-ops -b
+    device: str = backends.CUDA.device  # test-backend-ops -b
     op: str = "FLASH_ATTN_EXT"
     test_jobs: int = 0  # test-backend-ops -j of the correctness and confirmation suites
     min_us: int = 1_000_000  # GGML_TEST_PERF_MIN_US

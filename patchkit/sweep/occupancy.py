@@ -24,6 +24,8 @@ from pathlib import Path
 from patchkit.errors import OptionError, ParseError
 from patchkit.measure import occupancy_formula as occ
 from patchkit.parsers.ptxas import parse_ptxas
+from patchkit.report import occupancy_predict
+from patchkit.sweep.errors import SweepError, hint
 
 FILTERS = ("none", "below-start")
 KEYS = ("targets", "kernel", "launch", "filter")
@@ -41,10 +43,8 @@ class OccupancySpec:
 
 
 def kernel_key(name: str) -> tuple[str, tuple[str, ...]] | None:
-    """patchkit.report.occupancy_predict.kernel_key (imported here: patchkit.report imports the sweep)."""
-    from patchkit.report.occupancy_predict import kernel_key as key
-
-    return key(name)
+    """patchkit.report.occupancy_predict.kernel_key."""
+    return occupancy_predict.kernel_key(name)
 
 
 def _fattn_mma_f16(row: Mapping[str, int | bool], args: tuple[str, ...], cc: str) -> tuple[int, int]:
@@ -84,8 +84,6 @@ LAUNCH_NOTES = {
 
 def parse(v: object, where: str) -> OccupancySpec:
     """The spec's `predict` table; SweepError, one line naming the key (an unknown GPU by its name)."""
-    from patchkit.sweep.spec import SweepError, hint
-
     if not isinstance(v, Mapping):
         raise SweepError(f"{where}: expected a table {{targets, kernel, launch, filter}}, got {type(v).__name__}")
     for k in v:
@@ -111,8 +109,6 @@ def parse(v: object, where: str) -> OccupancySpec:
 
 def targets(names: list[str] | tuple[str, ...], where: str) -> tuple[str, ...]:
     """GPU names resolved to gpus.toml's (one line naming an unknown or ambiguous one)."""
-    from patchkit.sweep.spec import SweepError
-
     out = []
     for t in names:
         try:
@@ -130,8 +126,6 @@ def target_arch(target: str, archs: list[str] | tuple[str, ...]) -> str | None:
 
 def check_targets(o: OccupancySpec, archs: tuple[str, ...], where: str) -> None:
     """Every target GPU needs its arch among the compile-check archs (SweepError, one line)."""
-    from patchkit.sweep.spec import SweepError
-
     for t in o.targets:
         if target_arch(t, archs) is None:
             cc = occ.gpu(t).cc

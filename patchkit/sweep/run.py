@@ -9,7 +9,7 @@ import re
 import time
 from dataclasses import asdict, dataclass
 
-from patchkit import build, series, source, vcs
+from patchkit import backends, build, series, source, vcs
 from patchkit.options import Context
 from patchkit.sweep import check, output, points, search
 from patchkit.sweep import occupancy as predicted
@@ -75,7 +75,7 @@ def check_archs(ctx: Context, spec: SweepSpec) -> tuple[str, ...]:
     if not archs:
         raise SweepError(f"{spec.at('archs')}: no compile-check architecture (and none in the recipe's build.arch)")
     for a in archs:  # checked now, before anything is written
-        build.options_from(ctx.recipe, backend="cuda", archs=(a,))
+        build.options_from(ctx.recipe, backend=backends.CUDA.name, archs=(a,))
     return archs
 
 

@@ -12,10 +12,8 @@ and/or/not. Nothing else is accepted, nothing is passed to eval.
 from __future__ import annotations
 
 import ast
-import difflib
 import itertools
 import math
-import operator
 import re
 import sys
 from collections.abc import Mapping
@@ -27,8 +25,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from patchkit.errors import PatchkitError
+from patchkit import expr
 from patchkit.sweep import occupancy as occupancy_spec
+from patchkit.sweep.errors import SweepError, hint
 from patchkit.workspace import SAFE_RULE, is_safe_component
 
 Value = int | bool
@@ -63,10 +62,6 @@ KEYS = (
     "instances",
     "predict",
 )
-
-
-class SweepError(PatchkitError):
-    """A sweep spec or override that cannot be used: one line naming the file and key."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,13 +112,6 @@ class SweepSpec:
 
     def param_at(self, name: str) -> str:
         return self.origins.get(name) or self.at("params", name)
-
-
-def hint(key: str, allowed) -> str:
-    """' (did you mean X?)' or ' (allowed: ...)' (recipe.py's wording; not imported: recipe.py reads [sweep] with
-    this module)."""
-    close = difflib.get_close_matches(key, list(allowed), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else f" (allowed: {', '.join(sorted(allowed))})"
 
 
 def _err(where: str, msg: str) -> SweepError:
@@ -216,76 +204,18 @@ def _names(v: object, where: str) -> None:
 # Constraints: a walk over a checked AST
 
 
-_BIN = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv,
-    ast.Mod: operator.mod,
-}
-_CMP = {
-    ast.Lt: operator.lt,
-    ast.LtE: operator.le,
-    ast.Gt: operator.gt,
-    ast.GtE: operator.ge,
-    ast.Eq: operator.eq,
-    ast.NotEq: operator.ne,
-}
-_LITERALS = {"true": True, "false": False}
-
-
 def parse_expression(text: str, where: str) -> ast.Expression:
-    """The checked tree of a constraint; only names, numbers, arithmetic, comparisons, and/or/not."""
+    """The checked tree of a constraint or key (patchkit.expr: names, numbers, arithmetic, comparisons, and/or/not)."""
     try:
-        tree = ast.parse(text.strip(), mode="eval")
-    except SyntaxError as e:
-        raise _err(where, f"{text!r}: not an expression ({e.msg})") from None
-    for node in ast.walk(tree):
-        ok = isinstance(
-            node,
-            (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.UAdd, ast.BinOp),
-        )
-        ok = ok or isinstance(node, (ast.Compare, ast.Name, ast.Load, *_BIN, *_CMP))
-        ok = ok or (isinstance(node, ast.Constant) and type(node.value) in (int, float, bool))
-        if not ok:
-            raise _err(
-                where,
-                f"{text!r}: {type(node).__name__} is not allowed (names, numbers, + - * / // %, "
-                "comparisons, and/or/not only)",
-            )
-    return tree
+        return expr.parse(text)
+    except expr.ExpressionError as e:
+        if e.syntax:
+            raise _err(where, f"{text!r}: not an expression ({e.syntax})") from None
+        raise _err(where, f"{text!r}: {e.node} is not allowed ({expr.ALLOWED})") from None
 
 
-def expression_names(tree: ast.Expression) -> set[str]:
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id not in _LITERALS}
-
-
-def evaluate(tree: ast.AST, env: Mapping[str, Value]) -> object:
-    """The value of a checked tree (parse_expression) with `env` for the names."""
-    if isinstance(tree, ast.Expression):
-        return evaluate(tree.body, env)
-    if isinstance(tree, ast.Constant):
-        return tree.value
-    if isinstance(tree, ast.Name):
-        return _LITERALS[tree.id] if tree.id in _LITERALS else env[tree.id]
-    if isinstance(tree, ast.BoolOp):
-        vals = (evaluate(v, env) for v in tree.values)
-        return all(vals) if isinstance(tree.op, ast.And) else any(vals)
-    if isinstance(tree, ast.UnaryOp):
-        v = evaluate(tree.operand, env)
-        return (not v) if isinstance(tree.op, ast.Not) else (-v if isinstance(tree.op, ast.USub) else +v)  # type: ignore[operator]
-    if isinstance(tree, ast.BinOp):
-        return _BIN[type(tree.op)](evaluate(tree.left, env), evaluate(tree.right, env))
-    if isinstance(tree, ast.Compare):
-        left = evaluate(tree.left, env)
-        for op, comp in zip(tree.ops, tree.comparators):
-            right = evaluate(comp, env)
-            if not _CMP[type(op)](left, right):
-                return False
-            left = right
-        return True
-    raise TypeError(f"unchecked node {type(tree).__name__}")  # pragma: no cover
+expression_names = expr.names
+evaluate = expr.evaluate
 
 
 # ---------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchkit import proc
+from patchkit import backends, proc
 from patchkit.errors import BuildError
 from patchkit.measure.model import spec_from_mapping, write_synthetic_gguf
 from patchkit.parsers.wheel_check import GenerateResult, Placement, parse_generate_result, parse_llama_log
@@ -147,8 +147,9 @@ def check_wheel(ws: Workspace, opts: CheckOptions) -> dict:
     model = opts.model.resolve() if opts.model else None
     if model is not None and not model.is_file():
         raise BuildError(f"{model}: no such model file")
-    cuda = info.get("backend") == "cuda"
-    ngl = opts.gpu_layers if opts.gpu_layers is not None else (-1 if cuda else 0)
+    be = backends.BACKENDS.get(info.get("backend") or "", backends.CPU)  # a wheel without the record: CPU
+    cuda = be.needs_gpu
+    ngl = opts.gpu_layers if opts.gpu_layers is not None else be.wheel_gpu_layers
     logs = ws.root / "logs" / "wheel-check"
     log = logs / f"{whl.stem}.log"
     tmp_root = ws.root / "wheels" / ".tmp"

@@ -146,7 +146,7 @@ def test_the_two_sdists_vendor_different_llama_cpp_commits(base, base35, work):
     assert bases.sdist_vendored_commit(work.sdist("llama_cpp_python-0.3.35.tar.gz"), "vendor/llama.cpp") == V35
     assert bases.sdist_vendored_commit(work.sdist("llama_cpp_python-0.3.36.tar.gz"), "vendor/llama.cpp") == V36
     repo = source.open_cache_repo(work)
-    assert repo.git.diff("--name-only", V35, V36, "--", FATTN) == FATTN
+    assert repo.run("diff", "--name-only", V35, V36, "--", FATTN) == FATTN
 
 
 def test_sha256_from_pypi_index():
@@ -181,7 +181,7 @@ def test_rebase_default_series_onto_0_3_35(base, base35, work, cli, tmp_path):
     # 0001 went onto the bare new base (the local patch did not apply)
     repo = source.open_cache_repo(work)
     assert data["new_commits"] == [by_id["0001"]["commit"]]
-    assert repo.git.rev_parse(f"{by_id['0001']['commit']}^") == V35
+    assert repo.run("rev-parse", f"{by_id['0001']['commit']}^") == V35
     assert len(data["old_commits"]) == 3
     # the range-diff pairs 0001 with its rebased commit and shows the two that did not come along
     rd = data["range_diff"]
@@ -255,9 +255,9 @@ def test_conflict_with_its_hunk_and_later_patches_still_tried(base, base35, work
     assert st["0001"]["files"] == [FATTN]
     # patches 2 and 3 are on the new base, without patch 1
     repo = source.open_cache_repo(work)
-    assert repo.git.rev_parse(f"{st['0002']['commit']}^") == V35
-    assert repo.git.rev_parse(f"{st['0003']['commit']}^") == st["0002"]["commit"]
-    merged = repo.git.show(f"{st['0003']['commit']}:{FATTN}")
+    assert repo.run("rev-parse", f"{st['0002']['commit']}^") == V35
+    assert repo.run("rev-parse", f"{st['0003']['commit']}^") == st["0002"]["commit"]
+    merged = repo.run("show", f"{st['0003']['commit']}:{FATTN}")
     assert "// toy: 3-way" in merged and line_512_16 not in merged and "toy: top of file" not in merged
     row = next(ln for ln in r.stdout.splitlines() if ln.strip().startswith("0001 "))
     assert "conflict" in row and f"{FATTN} hunk #2" in row

@@ -38,7 +38,7 @@ def test_fetch_is_the_upstream_commit_and_cached(base, work):
     assert base.commit == UPSTREAM
     assert base.upstream_verified
     repo = source.open_cache_repo(work)
-    assert repo.git.rev_parse(f"{base.ref}^{{tree}}") == repo.git.rev_parse(f"{UPSTREAM}^{{tree}}")
+    assert repo.run("rev-parse", f"{base.ref}^{{tree}}") == repo.run("rev-parse", f"{UPSTREAM}^{{tree}}")
     # a second fetch uses the cache: it works with the network forbidden
     again = source.fetch(_base_recipe(), work, offline=True)
     assert again == base
@@ -76,7 +76,7 @@ def _make_patch(work, base, tmp: Path, edit, subject: str) -> str:
     """A real format-patch of an edit made on a worktree of the base."""
     repo = source.open_cache_repo(work)
     wt_path = tmp / f"wt-{abs(hash(subject))}"
-    repo.git.worktree("add", "--detach", str(wt_path), base.commit)
+    repo.run("worktree", "add", "--detach", str(wt_path), base.commit)
     wt = git.Repo(wt_path)
     edit(wt_path)
     wt.git.add("-A")
@@ -89,7 +89,7 @@ def _make_patch(work, base, tmp: Path, edit, subject: str) -> str:
     }
     wt.git.execute(["git", "commit", "-q", "-m", subject], env=env)
     text = wt.git.format_patch("--stdout", "-1", "HEAD")
-    repo.git.worktree("remove", "--force", str(wt_path))
+    repo.run("worktree", "remove", "--force", str(wt_path))
     return text + "\n"
 
 

@@ -59,10 +59,10 @@ def test_check_compiles_base_last_with_its_units_fresh(monkeypatch, tmp_path):
         return [unitcheck.CheckItem(variant=state.name, arch="89", source=src, ok=True)]
 
     class Repo:
-        class git:
-            @staticmethod
-            def diff(*a):
-                return "ggml/src/ggml-cuda/fattn.cu"
+        @staticmethod
+        def run(*a):
+            assert a[0] == "diff"
+            return "ggml/src/ggml-cuda/fattn.cu"
 
     class Ws:
         def lock(self, p):

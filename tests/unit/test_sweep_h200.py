@@ -13,7 +13,7 @@ from patchkit.errors import ReportError
 from patchkit.parsers import ninja_failures
 from patchkit.report.render import render, report_main
 from patchkit.results import Bundle
-from patchkit.sweep import check, output
+from patchkit.sweep import check, output, section
 from patchkit.sweep.store import Store
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "h200-sweep"
@@ -62,7 +62,7 @@ def test_the_report_gets_the_parameter_sweep_section(tmp_path):
     run = Bundle.open(EXAMPLE.parent / "h200-fast" / "fresh")
     without = render([run])
     assert "### Parameter sweep" not in without
-    text = render([run], sweeps=(EXAMPLE,))
+    text = render([run], sweep=section.markdown([EXAMPLE]))
     part = text.split("### Parameter sweep", 1)[1].split("### Per-patch attribution", 1)[0]
     assert "Tried 12 points besides the starting row; invalid 4 (" in part
     assert "0.943x the starting row's time" in part and "the sweep's binary vs the full build 1.000" in part
@@ -71,7 +71,11 @@ def test_the_report_gets_the_parameter_sweep_section(tmp_path):
     assert text.isascii()
     (tmp_path / "not-a-sweep").mkdir()
     try:
-        report_main([EXAMPLE.parent / "h200-fast" / "fresh"], out=tmp_path / "r.md", sweeps=(tmp_path / "not-a-sweep",))
+        report_main(
+            [EXAMPLE.parent / "h200-fast" / "fresh"],
+            out=tmp_path / "r.md",
+            sweep=section.markdown([tmp_path / "not-a-sweep"]),
+        )
     except ReportError as e:
         assert "not-a-sweep: no sweep.json (not a patchkit sweep folder)" in str(e)
     else:

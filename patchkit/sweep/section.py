@@ -1,5 +1,7 @@
 """The report's "Parameter sweep" section: `patchkit report RUN --sweep FOLDER`, made from the sweep
-folder's stored results (patchkit.sweep.output), never from its rendered files."""
+folder's stored results (patchkit.sweep.output), never from its rendered files. The sweep package owns
+it (the report, a core stage, never imports patchkit.sweep): the command line hands the blocks to
+patchkit.report.render."""
 
 from __future__ import annotations
 
@@ -12,12 +14,18 @@ from patchkit.sweep import output
 from patchkit.sweep.store import Store
 
 
+def check(folders: list[Path]) -> None:
+    """Each folder is a sweep folder (before anything is written)."""
+    for folder in folders:
+        if not Store(Path(folder)).plan_file.is_file():
+            raise ReportError(f"--sweep {folder}: no sweep.json (not a patchkit sweep folder)")
+
+
 def markdown(folders: list[Path]) -> list[Block]:
+    check(folders)
     out: list[Block] = []
     for folder in folders:
         store = Store(Path(folder))
-        if not store.plan_file.is_file():
-            raise ReportError(f"--sweep {folder}: no sweep.json (not a patchkit sweep folder)")
         plan, vs, top, conf = output.load(store)
         preds = predicted.predictions(store.root, plan, store.load_records(plan))
         intro, items = output.section_items(plan, vs, top, conf, preds)
