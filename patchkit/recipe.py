@@ -317,6 +317,8 @@ def parse_recipe(text: str, file: Path, root: Path | None = None) -> Recipe:
         raise RecipeError(f"{file}: missing key 'base'")
     base = _convert(data["base"], Base, "base", file)
     assert isinstance(base, Base)
+    if base.git is None and base.sdist is None and base.source in ("", "sdist"):
+        base = _base_from_table(base, file)
     if base.route not in ("git", "sdist"):
         raise RecipeError(f"{file}: base.source: expected 'git' or 'sdist', got {base.source!r}")
     if base.route == "git" and base.git is None:
@@ -384,6 +386,32 @@ def parse_recipe(text: str, file: Path, root: Path | None = None) -> Recipe:
         affects=affects,  # type: ignore[arg-type]
         sections=frozenset([k for k in ("suites", "model", "numerics") if k in data] + [f"bench.{k}" for k in bench]),
     )
+
+
+def _base_from_table(base: Base, file: Path) -> Base:
+    """A base named by its upstream commit alone: the sdist route through the sdist that patchkit's table
+    (patchkit.source.vendored) says vendors that commit; otherwise one line that says to add [base.git]."""
+    from patchkit.source import vendored  # the source stage imports this module: not at the top
+
+    repo, _, named = base.upstream.rpartition("@")
+    if not named:
+        raise RecipeError(
+            f"{file}: base: no [base.git] or [base.sdist] table; name the base by its upstream commit "
+            f'(upstream = "{vendored.UPSTREAM}@<full commit>") or add [base.git] url and commit'
+        )
+    if repo != vendored.UPSTREAM:
+        raise RecipeError(
+            f"{file}: base.upstream: {base.upstream!r}: patchkit's sdist table holds {vendored.UPSTREAM} commits "
+            f"only; take the git route ([base.git] url of {repo})"
+        )
+    found = vendored.by_commit(named)
+    if len(found) > 1 and len({v.commit for v in found}) > 1:
+        raise RecipeError(f"{file}: base.upstream: {named!r} names more than one commit; give the full commit")
+    if not found:
+        raise RecipeError(f"{file}: base.upstream: {base.upstream!r}: {vendored.route_advice(named)}")
+    v = found[0]
+    sd = SdistBase(name=vendored.SDIST_NAME, version=v.version, sha256=v.sha256, subdir=vendored.SUBDIR)
+    return dataclasses.replace(base, source="sdist", upstream=f"{repo}@{v.commit}", sdist=sd)
 
 
 def _check_affects(a: Affects, where: str, file: Path) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from patchkit import source
 from patchkit.errors import FetchError, RecipeError
 from patchkit.recipe import Base, GitBase, Recipe, SdistBase
+from patchkit.source import vendored
 from patchkit.workspace import Workspace, read_json
 
 PYPI_INDEX = "https://pypi.org/simple"
@@ -81,6 +82,11 @@ def resolve_base(
 ) -> tuple[Base, dict]:
     """The recipe Base for `onto`, and where its pieces came from ({"onto", "sha256_from", ...})."""
     if onto.kind == "git":
+        table = vendored.by_commit(onto.commit)
+        if not (git_url or recipe.base.git) and table:  # no git URL to fetch from: the sdist that vendors it
+            sd_onto = Onto(kind="sdist", version=table[-1].version, text=onto.text)
+            base, prov = _sdist_base(recipe, sd_onto, ws, git_url=git_url, sha256=sha256, offline=offline)
+            return base, {**prov, "route_from": f"patchkit's table: {table[-1].candidate} vendors it"}
         return _git_base(recipe, onto, git_url), {"onto": onto.text}
     return _sdist_base(recipe, onto, ws, git_url=git_url, sha256=sha256, offline=offline)
 
@@ -88,7 +94,10 @@ def resolve_base(
 def _git_base(recipe: Recipe, onto: Onto, git_url: str) -> Base:
     url = git_url or (recipe.base.git.url if recipe.base.git else "")
     if not url:
-        raise RecipeError(f"{recipe.path}: no [base.git] url to fetch {onto.commit[:12]} from; pass --git-url")
+        raise RecipeError(
+            f"{recipe.path}: no [base.git] url to fetch {onto.commit[:12]} from; pass --git-url "
+            f"({vendored.route_advice(onto.commit)})"
+        )
     return Base(
         source="git",
         upstream=f"{upstream_repo(recipe)}@{onto.commit}",
@@ -109,22 +118,26 @@ def _sdist_base(
         index=old.index if old else PYPI_INDEX,
     )
     prov: dict = {"onto": onto.text}
+    row = vendored.by_version(sd.version) if sd.name == vendored.SDIST_NAME else None
     if sd.sha256:
         prov["sha256_from"] = "given"
+    elif row is not None:
+        sd = dataclasses.replace(sd, sha256=row.sha256)
+        prov["sha256_from"] = "patchkit's table (patchkit/source/vendored.py)"
     else:
         if offline:
             raise FetchError(f"sdist {sd.name} {sd.version}: no --sha256 and --offline forbids asking the index for it")
         sha, index_url = pypi_sdist_sha256(sd)
         sd = dataclasses.replace(sd, sha256=sha)
         prov.update(sha256_from="index", index_url=index_url)
-    vendored = _cached_vendored_commit(ws, sd) or sdist_vendored_commit(
+    commit = _cached_vendored_commit(ws, sd) or sdist_vendored_commit(
         source.download_sdist(sd, ws, offline=offline), sd.subdir
     )
-    upstream = f"{upstream_repo(recipe)}@{vendored}" if vendored else ""
+    upstream = f"{upstream_repo(recipe)}@{commit}" if commit else ""
     git_base = None
-    if vendored and recipe.base.git:
-        git_base = GitBase(url=git_url or recipe.base.git.url, commit=vendored)
-    prov["vendored_commit"] = vendored
+    if commit and recipe.base.git:
+        git_base = GitBase(url=git_url or recipe.base.git.url, commit=commit)
+    prov["vendored_commit"] = commit
     return Base(source="sdist", upstream=upstream, git=git_base, sdist=sd, prune=recipe.base.prune), prov
 
 
@@ -162,12 +175,19 @@ def describe(info: source.BaseInfo) -> str:
 
 
 def sdists_vendoring(ws: Workspace, commit: str) -> list[str]:
-    """`sdist:VERSION` of every sdist base in the cache that vendors `commit` (its import was verified)."""
-    out = []
+    """`sdist:VERSION` of every sdist that vendors `commit`: patchkit's table, and every sdist base in the
+    cache whose import was verified to be that commit."""
+    out = [v.candidate for v in vendored.by_commit(commit)] if len(commit) == 40 else []
     for f in sorted((ws.cache / "bases").glob("sdist-*.json")):
         info = read_json(f)
-        if isinstance(info, dict) and info.get("upstream_verified") and info.get("commit") == commit:
-            out.append("sdist:" + str(info.get("key", "")).rsplit("-", 1)[-1])
+        name = "sdist:" + str(info.get("key", "")).rsplit("-", 1)[-1] if isinstance(info, dict) else ""
+        if (
+            name not in out
+            and isinstance(info, dict)
+            and info.get("upstream_verified")
+            and info.get("commit") == commit
+        ):
+            out.append(name)
     return out
 
 
@@ -181,4 +201,6 @@ def route_line(c_text: str, base: Base | None, info: source.BaseInfo | None, ws:
     url = base.git.url if base.git else ""
     local = "a local clone: works offline" if source.is_local_url(url) else "needs the network unless cached"
     also = sdists_vendoring(ws, info.commit)
-    return f"route: git {url} ({local}); any commit" + (f"; also vendored by {', '.join(also)}" if also else "")
+    if also:
+        return f"route: git {url} ({local}); any commit; also vendored by {', '.join(also)} (the sdist route: offline)"
+    return f"route: git {url} ({local}); any commit; no known llama-cpp-python sdist vendors it: git route only"

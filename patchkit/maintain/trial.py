@@ -220,7 +220,11 @@ def _try_one(tree: Path, patch: Patch, pf: Path, base_index: dict, earlier: list
     if vcs.git(tree, "apply", "--cached", "--check", "--reverse", str(pf), env=base_index).ok:
         res.status, res.detail = "upstream", "already in the base (the patch reverse-applies to it)"
         return res
+    before = _head(tree)
     r = _am(tree, pf)
+    if r.ok and _head(tree) == before:  # git am -3 exits 0 on "No changes -- Patch already applied."
+        res.status, res.detail = "upstream", "the 3-way merge finds the change already there"
+        return res
     if r.ok:
         res.status, res.commit, res.detail = "3way", _head(tree), "applies only with a 3-way merge" + dep_note
         return res

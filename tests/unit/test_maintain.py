@@ -435,6 +435,40 @@ def test_a_change_already_in_a_base_that_moved_on_is_upstream_not_conflict(tmp_p
     assert res.status == "conflict" and "already in the base: f.txt hunk #1" in res.detail
 
 
+def test_a_change_the_3way_merge_finds_already_there_is_upstream_not_3way(tmp_path):
+    """Found with recipes/pool1d-cuda.toml on 0.3.36 (which holds upstream's POOL_1D): a patch that adds a
+    file, whose context upstream changed since, with its preimage in the cache (an older base): `git am -3`
+    merges to no change and exits 0 ("No changes -- Patch already applied."). That is "upstream", not
+    "3way" with the base's own commit recorded as the patch's."""
+    src = _repo_of(tmp_path / "src", 40)
+    a = _run(src, "rev-parse", "HEAD")
+    (src / "f.txt").write_text(_lines(40, l5="line 5 pr", l30="line 30 pr"))
+    (src / "new.txt").write_text("a file the PR adds\n")
+    _run(src, "add", "-A")
+    _run(src, "commit", "-q", "-m", "the PR")
+    pr = tmp_path / "0001-pr.patch"
+    pr.write_bytes(
+        subprocess.run(
+            ["git", "format-patch", *trial.FORMAT_PATCH_OPTS, "--stdout", "-1", "HEAD"], cwd=src, capture_output=True
+        ).stdout
+    )
+    (src / "f.txt").write_text(
+        _lines(40, l5="line 5 pr", l30="line 30 pr", l33="line 33 later")
+    )  # in the hunk's context, not next to it
+    _run(src, "commit", "-q", "-am", "upstream moved on")
+    c = _run(src, "rev-parse", "HEAD")
+    ws = Workspace.at(tmp_path / "work")
+    source.open_cache_repo(ws)
+    for commit in (a, c):  # the older base too: the preimage blobs are there for the 3-way merge
+        _run(ws.repo, "fetch", "-q", "--depth", "1", str(src), commit)
+    tree = ws.root / "rebase" / "trees" / "toy"
+    [res] = trial.try_series(ws, tree, c, [(Patch(file="patches/0001-pr.patch"), pr)]).results
+    assert res.status == "upstream" and res.commit == "", (res.status, res.detail, res.commit)
+    assert res.detail == "the 3-way merge finds the change already there"
+    [res] = trial.try_series(ws, tree, a, [(Patch(file="patches/0001-pr.patch"), pr)]).results
+    assert res.status == "clean" and res.commit  # on the older base it applies as before
+
+
 def test_each_candidate_says_which_route_it_takes(tmp_path):
     """Issue 28: newest-base tells which route a base takes: a git commit (any commit; offline only from a
     local clone) and which cached sdists vendor the same commit; an sdist and the commit it vendors."""
@@ -443,7 +477,10 @@ def test_each_candidate_says_which_route_it_takes(tmp_path):
     ws = Workspace.at(tmp_path / "work")
     local = Base(source="git", upstream=f"o/r@{a}", git=GitBase(url=str(src), commit=a))
     info = source.fetch(local, ws, offline=True)
-    assert bases.route_line(a, local, info, ws) == f"route: git {src} (a local clone: works offline); any commit"
+    assert bases.route_line(a, local, info, ws) == (
+        f"route: git {src} (a local clone: works offline); any commit; "
+        "no known llama-cpp-python sdist vendors it: git route only"
+    )
     # the record patchkit writes of the seed's sdist base (the 0.3.36 import, verified upstream)
     v36 = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
     record = {"key": "sdist-llama-cpp-python-0.3.36", "commit": v36, "route": "sdist", "upstream_verified": True}
@@ -452,7 +489,7 @@ def test_each_candidate_says_which_route_it_takes(tmp_path):
     line = bases.route_line(v36, remote, source.BaseInfo(**{**info.to_dict(), "commit": v36}), ws)
     assert line == (
         "route: git https://example.invalid/l.git (needs the network unless cached); any commit; "
-        "also vendored by sdist:0.3.36"
+        "also vendored by sdist:0.3.36 (the sdist route: offline)"
     )
     sd = SdistBase(name="llama-cpp-python", version="0.3.36", sha256="0" * 64)
     sdist = Base(source="sdist", upstream=f"ggml-org/llama.cpp@{v36}", sdist=sd)

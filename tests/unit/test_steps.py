@@ -93,6 +93,12 @@ def test_a_step_the_recipe_does_not_ask_for_or_cannot_build_is_not_run():
         got["bench:decode"] == "the recipe has no [bench.decode]" and got["numerics"] == "the recipe has no [numerics]"
     )
     assert got["test"] == got["bench:kernel"] == ""
+    # no [bench.kernel]: no kernel timing of the default op (FLASH_ATTN_EXT), nor the steps on its cases
+    no_kernel = re.sub(r"^\[bench\.kernel\]\n(?:(?!\[).*\n)*", "", full, flags=re.M)
+    got = unmet(no_kernel)
+    for name in ("bench:kernel", "bench:path", "bench:occupancy"):
+        assert got[name] == "the recipe has no [bench.kernel]", (name, got[name])
+    assert got["test"] == got["bench:decode"] == ""
     no_model = re.sub(r"^\[model\]\n(?:(?!\[).*\n)*", "", full, flags=re.M)
     assert unmet(no_model)["numerics"].startswith("no model: the recipe has no [model]")
     assert unmet(no_model, {"model": "/some/model.gguf"})["numerics"] == ""  # --model names one
