@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One lease, one job (run through scripts/device.sh from the job's copy outside the tree): issue 27's cold
+# One lease, one job (it superseded issue 27's device-i27.sh, which ran the cold and warm runs alone) (run through scripts/device.sh from the job's copy outside the tree): issue 27's cold
 # run of the README's GPU command exactly as written (issue 26's step inside it), issue 28's second recipe
 # on the H200, then issue 27's warm loop (0002's (256,256,8) row edited in the job's copy, then --changed).
 # `--offline`: the machine has no network (the carried cache holds both bases); `--run` names the folder.
