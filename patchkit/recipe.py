@@ -298,21 +298,20 @@ def _build(cls: type, table: dict, where: str, file: Path, extra: dict | None = 
     return cls(**kwargs)
 
 
-def parse_recipe(text: str, file: Path, root: Path | None = None) -> Recipe:
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise RecipeError(f"{file}: TOML syntax error: {e}") from None
-    for key in data:
-        if key not in _TOP_TABLES:
-            raise RecipeError(f"{file}: unknown key {key!r}{_hint(key, _TOP_TABLES)}")
+def _recipe_name(data: dict, file: Path) -> str:
+    """The [recipe] table's name (the file's stem where it names none), its keys checked."""
     head = data.get("recipe", {})
     if not isinstance(head, dict):
         raise RecipeError(f"{file}: recipe: expected a table")
     for key in head:
         if key not in ("name", "description"):
             raise RecipeError(f"{file}: unknown key 'recipe.{key}'{_hint(key, ['name', 'description'])}")
-    name = _component(head.get("name", file.stem), "recipe.name", file)
+    return _component(head.get("name", file.stem), "recipe.name", file)
+
+
+def _parse_base(data: dict, file: Path) -> Base:
+    """The [base] table: its route (git or sdist) and that route's table, a git base's full commit (from
+    [base] upstream where [base.git] names none), an sdist base's sha256 and file-name components."""
     if "base" not in data:
         raise RecipeError(f"{file}: missing key 'base'")
     base = _convert(data["base"], Base, "base", file)
@@ -340,30 +339,65 @@ def parse_recipe(text: str, file: Path, root: Path | None = None) -> Recipe:
     if base.sdist is not None:  # they make the cached file's name
         _component(base.sdist.name, "base.sdist.name", file)
         _component(base.sdist.version, "base.sdist.version", file)
+    return base
 
+
+def _parse_series(data: dict, file: Path) -> tuple:
+    """The [[series]] patches, checked together."""
     series_raw = data.get("series", [])
     if not isinstance(series_raw, list):
         raise RecipeError(f"{file}: series: expected an array of tables ([[series]])")
     series = tuple(_convert(t, Patch, f"series[{i}]", file) for i, t in enumerate(series_raw))
     _check_series(series, file)
+    return series
 
+
+def _bench_table(data: dict, file: Path) -> dict:
+    """The [bench] table, whose only keys are kernel and decode."""
     bench = data.get("bench", {})
     if not isinstance(bench, dict):
         raise RecipeError(f"{file}: bench: expected a table")
     for key in bench:
         if key not in ("kernel", "decode"):
             raise RecipeError(f"{file}: unknown key 'bench.{key}'{_hint(key, ['kernel', 'decode'])}")
+    return bench
+
+
+def _parse_affects(data: dict, file: Path) -> tuple:
+    """The [[affects]] tables, each checked."""
     affects_raw = data.get("affects", [])
     if not isinstance(affects_raw, list):
         raise RecipeError(f"{file}: affects: expected an array of tables ([[affects]])")
     affects = tuple(_convert(t, Affects, f"affects[{i}]", file) for i, t in enumerate(affects_raw))
     for i, a in enumerate(affects):
         _check_affects(a, f"affects[{i}]", file)
+    return affects
+
+
+def _parse_build(data: dict, file: Path) -> Build:
+    """The [build] table, its backend one patchkit knows."""
     build = _convert(data.get("build", {}), Build, "build", file)
     assert isinstance(build, Build)
     if build.backend not in backends.BACKENDS:
         want = " or ".join(repr(n) for n in backends.NAMES)
         raise RecipeError(f"{file}: build.backend: expected {want}, got {build.backend!r}")
+    return build
+
+
+def parse_recipe(text: str, file: Path, root: Path | None = None) -> Recipe:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise RecipeError(f"{file}: TOML syntax error: {e}") from None
+    for key in data:
+        if key not in _TOP_TABLES:
+            raise RecipeError(f"{file}: unknown key {key!r}{_hint(key, _TOP_TABLES)}")
+    name = _recipe_name(data, file)
+    base = _parse_base(data, file)
+    series = _parse_series(data, file)
+    bench = _bench_table(data, file)
+    affects = _parse_affects(data, file)
+    build = _parse_build(data, file)
     suites = _convert(data.get("suites", {}), dict[str, tuple[str, ...]], "suites", file)
     model = data.get("model", {})
     if not isinstance(model, dict):

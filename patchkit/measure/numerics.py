@@ -134,6 +134,164 @@ def _first_diff(a: str, b: str) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
+def _generate_all(
+    bundle: Bundle,
+    bins: list[Bins],
+    work: Path,
+    bar: Progress,
+    logs: list[str],
+    *,
+    model: Path,
+    prompts: tuple[str, ...],
+    depths: tuple[int, ...],
+    n_predict: int,
+    type_k: str,
+    type_v: str,
+    timeout: float,
+) -> dict[str, dict[tuple[int, int], tuple[str | None, str, str, int | None]]]:
+    """Every (depth, prompt) greedy generation of every variant, keyed by variant then (depth, prompt)."""
+    gens: dict[str, dict[tuple[int, int], tuple[str | None, str, str, int | None]]] = {}
+    for d in depths:
+        for pi, prompt in enumerate(prompts):
+            text = prompt if d == 0 else long_prompt(d, prompt) + "\n" + prompt
+            pf = work / f"prompt-d{d}-p{pi}.txt"
+            pf.write_text(text)
+            ctx = len(text) + n_predict + 512
+            for b in bins:
+                bar.update(1, f"generation d{d} p{pi} {b.variant}")
+                gens.setdefault(b.variant, {})[(d, pi)] = _generate(
+                    bundle, b, model, pf, n_predict, ctx, type_k, type_v, f"d{d}-p{pi}", timeout, logs
+                )
+    return gens
+
+
+def _kld_args(kl_text: Path, kl_ctx: int, kl_chunks: int, type_k: str, type_v: str) -> list:
+    """llama-perplexity's arguments shared by the base run and each variant's KL divergence run."""
+    return [
+        "-f",
+        kl_text,
+        "-c",
+        str(kl_ctx),
+        "--chunks",
+        str(kl_chunks),
+        "-fa",
+        "on",
+        "-ctk",
+        type_k,
+        "-ctv",
+        type_v,
+        "-ngl",
+        str(backends.ALL_LAYERS),
+    ]
+
+
+def _kld_variant(
+    bundle: Bundle, b: Bins, model: Path, common: list, base_logits: Path, timeout: float, logs: list[str]
+) -> dict:
+    """One variant's KL divergence against the base logits: its parsed figures, or an error, with its log."""
+    done, why2, log = _run_whole(
+        bundle,
+        f"kld-{b.variant}",
+        [
+            b.exe("llama-perplexity"),
+            "-m",
+            model,
+            *common,
+            "--kl-divergence-base",
+            base_logits,
+            "--kl-divergence",
+        ],
+        lambda s: "Same top p:" in s,
+        "'Same top p' line",
+        timeout=timeout,
+        logs=logs,
+        separate_stderr=True,
+    )
+    try:
+        return (
+            {**parsers.parse_kld(proc.read_both(log) if done else "", str(log)), "log": bundle.rel(log)}
+            if not why2
+            else {"error": why2, "log": bundle.rel(log)}
+        )
+    except ParseError as e:
+        return {"error": str(e), "log": bundle.rel(log)}
+
+
+def _kl_divergences(
+    bundle: Bundle,
+    bins: list[Bins],
+    base: Bins,
+    work: Path,
+    bar: Progress,
+    logs: list[str],
+    *,
+    model: Path,
+    common: list,
+    timeout: float,
+) -> dict[str, dict | None]:
+    """Base logits over the fixed text, then each other variant's KL divergence against them."""
+    base_logits = work / "base-logits.bin"
+    kld: dict[str, dict | None] = {}
+    bar.update(1, "KL divergence base")
+    _done, why, log = _run_whole(
+        bundle,
+        "kld-base",
+        [base.exe("llama-perplexity"), "-m", model, *common, "--kl-divergence-base", base_logits],
+        lambda s: "Final estimate: PPL" in s,
+        "'Final estimate' line",
+        timeout=timeout,
+        logs=logs,
+        separate_stderr=True,
+    )
+    if why:  # no base logits: no variant's KL divergence, and why
+        kld = {b.variant: {"error": f"base: {why}", "log": bundle.rel(log)} for b in bins if b is not base}
+    else:
+        for b in bins:
+            if b is base:
+                continue
+            bar.update(1, f"KL divergence {b.variant}")
+            kld[b.variant] = _kld_variant(bundle, b, model, common, base_logits, timeout, logs)
+    base_logits.unlink(missing_ok=True)  # large, and derivable
+    return kld
+
+
+def _compare_pair(
+    base: Bins,
+    b: Bins,
+    gens: dict[str, dict[tuple[int, int], tuple[str | None, str, str, int | None]]],
+    kld: dict[str, dict | None],
+) -> dict:
+    """Variant b's generations compared with base's (first differing character), with its KL divergence."""
+    gl = []
+    for (d, pi), (ta, why_a, la, ntok) in sorted(gens["base"].items()):
+        tb, why_b, lb, _ = gens[b.variant][(d, pi)]
+        if ta is None or tb is None:
+            gl.append({"depth": d, "prompt": pi, "identical": None, "error": why_a or why_b, "log_a": la, "log_b": lb})
+            continue
+        fd = _first_diff(ta, tb)
+        gl.append(
+            {
+                "depth": d,
+                "prompt_tokens": ntok,
+                "prompt": pi,
+                "identical": fd is None,
+                "first_diff_char": fd,
+                "sha256_a": hashlib.sha256(ta.encode()).hexdigest(),
+                "sha256_b": hashlib.sha256(tb.encode()).hexdigest(),
+                "log_a": la,
+                "log_b": lb,
+            }
+        )
+    ok = [g["identical"] for g in gl if g["identical"] is not None]
+    return {
+        "a": base.variant,
+        "b": b.variant,
+        "identical": bool(ok) and all(ok),
+        "generations": gl,
+        "kld": kld.get(b.variant),
+    }
+
+
 def run_numerics(
     bundle: Bundle,
     bins: list[Bins],
@@ -151,127 +309,33 @@ def run_numerics(
     t0 = time.monotonic()
     work = bundle.path / "numerics"
     work.mkdir(exist_ok=True)
-    gens: dict[str, dict[tuple[int, int], tuple[str | None, str, str]]] = {}
     logs: list[str] = []
     n_gen = len(depths) * len(prompts) * len(bins)
     bar = Progress("numerics", total=n_gen + len(bins), unit="run", what=f"{n_gen} generations, {len(bins)} KL runs")
-    for d in depths:
-        for pi, prompt in enumerate(prompts):
-            text = prompt if d == 0 else long_prompt(d, prompt) + "\n" + prompt
-            pf = work / f"prompt-d{d}-p{pi}.txt"
-            pf.write_text(text)
-            ctx = len(text) + n_predict + 512
-            for b in bins:
-                bar.update(1, f"generation d{d} p{pi} {b.variant}")
-                gens.setdefault(b.variant, {})[(d, pi)] = _generate(
-                    bundle, b, model, pf, n_predict, ctx, type_k, type_v, f"d{d}-p{pi}", timeout, logs
-                )
+    gens = _generate_all(
+        bundle,
+        bins,
+        work,
+        bar,
+        logs,
+        model=model,
+        prompts=prompts,
+        depths=depths,
+        n_predict=n_predict,
+        type_k=type_k,
+        type_v=type_v,
+        timeout=timeout,
+    )
     # KL divergence against base over a fixed text
     kl_text = work / "kl.txt"
     kl_text.write_text(long_prompt(kl_ctx * kl_chunks * 6, " ".join(prompts)))
-    base_logits = work / "base-logits.bin"
     kld: dict[str, dict | None] = {}
     base = next((b for b in bins if b.variant == "base"), None)
     if base is not None:
-        common = [
-            "-f",
-            kl_text,
-            "-c",
-            str(kl_ctx),
-            "--chunks",
-            str(kl_chunks),
-            "-fa",
-            "on",
-            "-ctk",
-            type_k,
-            "-ctv",
-            type_v,
-            "-ngl",
-            str(backends.ALL_LAYERS),
-        ]
-        bar.update(1, "KL divergence base")
-        done, why, log = _run_whole(
-            bundle,
-            "kld-base",
-            [base.exe("llama-perplexity"), "-m", model, *common, "--kl-divergence-base", base_logits],
-            lambda s: "Final estimate: PPL" in s,
-            "'Final estimate' line",
-            timeout=timeout,
-            logs=logs,
-            separate_stderr=True,
-        )
-        if why:  # no base logits: no variant's KL divergence, and why
-            kld = {b.variant: {"error": f"base: {why}", "log": bundle.rel(log)} for b in bins if b is not base}
-        else:
-            for b in bins:
-                if b is base:
-                    continue
-                bar.update(1, f"KL divergence {b.variant}")
-                done, why2, log = _run_whole(
-                    bundle,
-                    f"kld-{b.variant}",
-                    [
-                        b.exe("llama-perplexity"),
-                        "-m",
-                        model,
-                        *common,
-                        "--kl-divergence-base",
-                        base_logits,
-                        "--kl-divergence",
-                    ],
-                    lambda s: "Same top p:" in s,
-                    "'Same top p' line",
-                    timeout=timeout,
-                    logs=logs,
-                    separate_stderr=True,
-                )
-                try:
-                    kld[b.variant] = (
-                        {**parsers.parse_kld(proc.read_both(log) if done else "", str(log)), "log": bundle.rel(log)}
-                        if not why2
-                        else {"error": why2, "log": bundle.rel(log)}
-                    )
-                except ParseError as e:
-                    kld[b.variant] = {"error": str(e), "log": bundle.rel(log)}
-        base_logits.unlink(missing_ok=True)  # large, and derivable
+        common = _kld_args(kl_text, kl_ctx, kl_chunks, type_k, type_v)
+        kld = _kl_divergences(bundle, bins, base, work, bar, logs, model=model, common=common, timeout=timeout)
     bar.close()
-    pairs = []
-    if base is not None:
-        for b in bins:
-            if b is base:
-                continue
-            gl = []
-            for (d, pi), (ta, why_a, la, ntok) in sorted(gens["base"].items()):
-                tb, why_b, lb, _ = gens[b.variant][(d, pi)]
-                if ta is None or tb is None:
-                    gl.append(
-                        {"depth": d, "prompt": pi, "identical": None, "error": why_a or why_b, "log_a": la, "log_b": lb}
-                    )
-                    continue
-                fd = _first_diff(ta, tb)
-                gl.append(
-                    {
-                        "depth": d,
-                        "prompt_tokens": ntok,
-                        "prompt": pi,
-                        "identical": fd is None,
-                        "first_diff_char": fd,
-                        "sha256_a": hashlib.sha256(ta.encode()).hexdigest(),
-                        "sha256_b": hashlib.sha256(tb.encode()).hexdigest(),
-                        "log_a": la,
-                        "log_b": lb,
-                    }
-                )
-            ok = [g["identical"] for g in gl if g["identical"] is not None]
-            pairs.append(
-                {
-                    "a": base.variant,
-                    "b": b.variant,
-                    "identical": bool(ok) and all(ok),
-                    "generations": gl,
-                    "kld": kld.get(b.variant),
-                }
-            )
+    pairs = [_compare_pair(base, b, gens, kld) for b in bins if b is not base] if base is not None else []
     errors = [g.get("error") for p in pairs for g in p["generations"] if g.get("error")]
     return Step(
         name="numerics",

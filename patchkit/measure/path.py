@@ -21,6 +21,65 @@ def exact_params_regex(params: str) -> str:
     return "^" + re.escape(params) + "$"
 
 
+def _ncu_argv(b: Bins, backend: str, op: str, params: str, launch_count: int) -> list:
+    """ncu over test-backend-ops perf for the one case `params` (matched exactly)."""
+    return [
+        "ncu",
+        "--clock-control",
+        "none",
+        "--csv",
+        "--print-units",
+        "base",
+        "--metrics",
+        "gpu__time_duration.sum",
+        "--launch-count",
+        str(launch_count),
+        b.exe("test-backend-ops"),
+        "perf",
+        "-b",
+        backend,
+        "-o",
+        op,
+        "-p",
+        exact_params_regex(params),
+    ]
+
+
+def _case_launches(
+    bundle: Bundle,
+    b: Bins,
+    i: int,
+    argv: list,
+    *,
+    cache: Path | None,
+    reused: dict[str, str],
+    logs: list,
+    errors: list,
+    timeout: float,
+) -> list | None:
+    """Case i's kernel launches under variant b: reused from `cache` where profiled so before, else
+    profiled now (and kept in `cache`); None, with the reason in `errors`, where that failed."""
+    f = reuse.finished(cache, b.key, "ncu", tuple(str(a) for a in argv[:10] + argv[11:]))
+    if (hit := f.take(bundle, f"ncu-case{i}-{b.variant}")) is not None:  # profiled so before: its log
+        log, reused[f"{b.variant} case {i}"] = hit
+        logs.append(bundle.rel(log))
+        return parsers.parse_ncu_csv(completed_from_log(log).stdout, str(log))
+    launches = run_parsed(
+        bundle,
+        f"ncu-case{i}-{b.variant}",
+        argv,
+        parsers.parse_ncu_csv,
+        errors,
+        f"{b.variant} case {i}",
+        logs,
+        timeout=timeout,
+        separate_stderr=True,
+    )
+    if launches is not None:
+        f.keep(bundle, bundle.path / logs[-1])
+    return launches
+
+
 def run_kernel_path(
     bundle: Bundle,
     bins: list[Bins],
@@ -46,45 +105,10 @@ def run_kernel_path(
     for i, p in enumerate(cases):
         per: dict[str, list[dict]] = {}
         for b in bins:
-            argv = [
-                "ncu",
-                "--clock-control",
-                "none",
-                "--csv",
-                "--print-units",
-                "base",
-                "--metrics",
-                "gpu__time_duration.sum",
-                "--launch-count",
-                str(launch_count),
-                b.exe("test-backend-ops"),
-                "perf",
-                "-b",
-                backend,
-                "-o",
-                op,
-                "-p",
-                exact_params_regex(p),
-            ]
-            f = reuse.finished(cache, b.key, "ncu", tuple(str(a) for a in argv[:10] + argv[11:]))
-            if (hit := f.take(bundle, f"ncu-case{i}-{b.variant}")) is not None:  # profiled so before: its log
-                log, reused[f"{b.variant} case {i}"] = hit
-                logs.append(bundle.rel(log))
-                launches = parsers.parse_ncu_csv(completed_from_log(log).stdout, str(log))
-            else:
-                launches = run_parsed(
-                    bundle,
-                    f"ncu-case{i}-{b.variant}",
-                    argv,
-                    parsers.parse_ncu_csv,
-                    errors,
-                    f"{b.variant} case {i}",
-                    logs,
-                    timeout=timeout,
-                    separate_stderr=True,
-                )
-                if launches is not None:
-                    f.keep(bundle, bundle.path / logs[-1])
+            argv = _ncu_argv(b, backend, op, p, launch_count)
+            launches = _case_launches(
+                bundle, b, i, argv, cache=cache, reused=reused, logs=logs, errors=errors, timeout=timeout
+            )
             if launches is None:
                 continue
             per[b.variant] = [
