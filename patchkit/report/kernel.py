@@ -26,7 +26,7 @@ from patchkit.report.fmt import (
     text,
     verdict_word,
 )
-from patchkit.report.part import Missing, Section, not_run_lines, variants_lacking
+from patchkit.report.part import Missing, Section, case_lines
 from patchkit.report.runview import RunView, need
 from patchkit.results import upstreamdb
 
@@ -202,11 +202,7 @@ def markdown(ev: Evidence, multi: bool) -> list[Block]:
 
 
 def not_tested(runs: list[RunView], ev: Evidence) -> list[Missing]:
-    out = not_run_lines("steps", STEP, ev.kernel.runs)
-    for i, (r, e) in enumerate(zip(runs, ev.kernel.runs)):
-        got = {lab for c in (e.measured.cases if e.measured else []) for lab in c.variants}
-        out += variants_lacking(STEP, i, r, ev.variants, got)
-    return out
+    return case_lines(STEP, runs, ev.kernel.runs, ev.variants)
 
 
 SECTION = Section("bench:kernel", STEP, "kernel", "Kernel timing", evidence, markdown, not_tested)

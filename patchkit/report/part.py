@@ -75,6 +75,16 @@ def variants_lacking(name: str, i: int, run: Any, order: list[str], got: set[str
     )
 
 
+def case_lines(name: str, runs: list[Any], step_runs: list[Any], order: list[str]) -> list[Missing]:
+    """The "not tested" lines of a kind whose measured evidence holds cases keyed by variant (kernel timing,
+    kernel path): each GPU's not-run line, then the variants it has no case of."""
+    out = not_run_lines("steps", name, step_runs)
+    for i, (r, e) in enumerate(zip(runs, step_runs)):
+        got = {v for c in (e.measured.cases if e.measured else []) for v in c.variants}
+        out += variants_lacking(name, i, r, order, got)
+    return out
+
+
 def ordered_lines(general: list[Missing], per_kind: list[list[Missing]]) -> list[str]:
     """The "Not tested" list: every line by group (NOT_TESTED_GROUPS); in a group the general lines first,
     then each kind's in registry order; a PER_RUN group run by run."""

@@ -21,7 +21,7 @@ from patchkit.report.fmt import (
     table,
     text,
 )
-from patchkit.report.part import Missing, Section, not_run_lines, variants_lacking
+from patchkit.report.part import Missing, Section, case_lines
 from patchkit.report.runview import RunView, ordered
 
 STEP = "bench:path"
@@ -102,11 +102,7 @@ def _gist(have: list[tuple[PathRun, PathData]]) -> str:
 
 
 def not_tested(runs: list[RunView], ev: Evidence) -> list[Missing]:
-    out = not_run_lines("steps", SHOWN, ev.kernel_path.runs)
-    for i, (r, e) in enumerate(zip(runs, ev.kernel_path.runs)):
-        got = {v for c in (e.measured.cases if e.measured else []) for v in c.variants}
-        out += variants_lacking(SHOWN, i, r, ev.variants, got)
-    return out
+    return case_lines(SHOWN, runs, ev.kernel_path.runs, ev.variants)
 
 
 SECTION = Section("bench:path", STEP, "kernel_path", "Kernel path", evidence, markdown, not_tested)
