@@ -136,10 +136,13 @@ def _numerics_opts(p: argparse.ArgumentParser) -> None:
     add_options(p, *GROUPS["numerics"])
 
 
-def measure(args: argparse.Namespace, kinds: tuple[str, ...], *, label: str, not_run_ok: bool) -> tuple[Bundle, int]:
-    """Resolve the options (before anything is written), run the pipeline, and the exit status."""
+def measure(
+    args: argparse.Namespace, kinds: tuple[str, ...], *, label: str, not_run_ok: bool, live: bool = False
+) -> tuple[Bundle, int]:
+    """Resolve the options (before anything is written), run the pipeline, and the exit status (`live`: the
+    report rewritten after every step, patchkit.run.live)."""
     ctx, opts = resolved(args, kinds)
-    return pipeline.run_with_status(ctx, opts, label=label, not_run_ok=not_run_ok)
+    return pipeline.run_with_status(ctx, opts, label=label, not_run_ok=not_run_ok, live=live)
 
 
 class Test(Command):
@@ -212,7 +215,7 @@ class Run(Command):
             return show_options(args, kinds)
         if cli_executor.distributed(args):  # --executor ray: each target's run on one node, one merged report
             return cli_executor.run(args, kinds, label=args.label or "run", not_run_ok=True)
-        bundle, status = measure(args, kinds, label=args.label or "run", not_run_ok=True)
+        bundle, status = measure(args, kinds, label=args.label or "run", not_run_ok=True, live=True)
         report.report_main([bundle.path], "md", bundle.path / "report.md")
         to_report = round(time.time() - pipeline.process_started(), 1)
         if bundle.data.get("timeline"):  # kept after the report is written: the report has wall_s

@@ -97,6 +97,23 @@ def _patch_rows(ev: Evidence, multi: bool) -> tuple[list[list[str]], bool]:
     return rows, any_result
 
 
+COLUMNS = ("kernel time ratio", "decode t/s ratio", "tests", "numerics")  # the summary's result columns
+
+
+def step_verdicts(ev: Evidence, column: str) -> list[str]:
+    """One summary column (COLUMNS) as lines, one per run and PR patch ('0001: 2 faster (...), 5 same'), for
+    the live report's print when a step is stored (patchkit.run.live); [] when no patch has a result in it."""
+    rows, _ = _patch_rows(ev, ev.multi)
+    lead = 3 if ev.multi else 2  # [GPU,] patch, change
+    out = []
+    for r in rows:
+        cells = r[lead:]
+        cell = cells[0] if cells[0].startswith("not measured") else cells[COLUMNS.index(column)]
+        if cell not in (DASH, "not run"):
+            out.append(": ".join([*r[: lead - 2], r[lead - 2].strip("`"), cell]))
+    return out
+
+
 def _series(ev: Evidence, multi: bool) -> list[str]:
     """The whole series against base (only when it has several PR patches)."""
     pr = [p for p in ev.patches if not p.local]
@@ -210,7 +227,10 @@ def _timeline_lines(ev: Evidence) -> list[str]:
                 f"critical path of the recorded steps: {path} (`timeline.png`)."
             )
             continue
-        out.append(f"{who}Wall time {tl['wall_s']:.0f} s ({busy}; {beside}); critical path: {path} (`timeline.png`).")
+        verdict = f", the kernel verdict at {v:.0f} s" if (v := tl.get("to_kernel_verdict_s")) else ""
+        out.append(
+            f"{who}Wall time {tl['wall_s']:.0f} s{verdict} ({busy}; {beside}); critical path: {path} (`timeline.png`)."
+        )
         if tl.get("earlier"):
             out.append(
                 f"{who}Resumed run: done by an earlier command, not in this wall time: "

@@ -93,6 +93,7 @@ class Bundle:
     replay: bool = False  # re-derive steps from the raw logs already here instead of running tools
     _lock_fd: int | None = field(default=None, repr=False, compare=False)
     _replay_logs: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    watchers: list = field(default_factory=list, repr=False, compare=False)  # called with each recorded step
 
     @classmethod
     def create(cls, runs_dir: Path, *, recipe: str, run_id: str, meta: dict[str, Any]) -> Bundle:
@@ -200,6 +201,8 @@ class Bundle:
             step.finished = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
             self.data["steps"][step.name] = step.serialize()
             self.save()
+        for w in self.watchers:  # outside the lock: a watcher may read the folder (patchkit.run.live)
+            w(step)
         return step
 
     def set_meta(self, **kw: Any) -> None:

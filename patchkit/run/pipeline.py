@@ -25,6 +25,7 @@ from patchkit.options import Context, RunOptions
 from patchkit.recipe import Recipe
 from patchkit.results import Bundle, Status, Step, new_run_id
 from patchkit.run import lanes, scope, steps, timeline
+from patchkit.run import live as live_mod
 from patchkit.workspace import write_atomic, write_json
 
 MARKS = {"ok": "ok", "fail": "FAIL", "not_run": "not run", "error": "ERROR", "interrupted": "INTERRUPTED"}
@@ -217,9 +218,10 @@ def _diff(old: dict, new: dict) -> str:
     return ", ".join(f"{k}={old.get(k)!r} (now {new.get(k)!r})" for k in keys)
 
 
-def run(ctx: Context, opts: RunOptions, *, label: str) -> Bundle:
+def run(ctx: Context, opts: RunOptions, *, label: str, live: bool = False) -> Bundle:
     """fetch -> apply -> build -> the selected steps, recorded in one run folder. Builds and CPU steps
-    run on the CPU lane beside the GPU steps (patchkit.run.lanes) unless `opts.overlap` is off."""
+    run on the CPU lane beside the GPU steps (patchkit.run.lanes) unless `opts.overlap` is off. `live`:
+    report.md and report.json rewritten after every step, each verdict printed (patchkit.run.live)."""
     todo = wanted(ctx.recipe, opts)
     held = resumed(ctx, opts)
     if held is not None and (held.data.get("scope") is not None) != opts.changed:
@@ -234,12 +236,18 @@ def run(ctx: Context, opts: RunOptions, *, label: str) -> Bundle:
         bundle.set_meta(scope=sc.to_dict())
     t0 = process_started()  # the run's time counts from the command, its fetch and apply included
     started = _dt.datetime.fromtimestamp(t0, _dt.timezone.utc).isoformat(timespec="milliseconds")
+    watch = live_mod.LiveReport(bundle, t0, render=live).start()
     lane = lanes.BuildLane(ctx, bundle, base, states, opts, record).start()
     built = Built(
         ctx=ctx, base=base, bundle=bundle, states=tuple(states), variants=lane, backend=opts.build.backend, scope=sc
     )
-    run_steps(built, opts, lane, todo)
-    bundle.set_meta(timeline={"started": started, "wall_s": round(time.time() - t0, 1), "overlap": opts.overlap})
+    try:
+        run_steps(built, opts, lane, todo)
+    finally:  # stopped or not, the report on disk holds every step recorded
+        watch.flush()
+    verdict = {"to_kernel_verdict_s": watch.verdict_s["bench:kernel"]} if "bench:kernel" in watch.verdict_s else {}
+    wall = round(time.time() - t0, 1)
+    bundle.set_meta(timeline={"started": started, "wall_s": wall, "overlap": opts.overlap, **verdict})
     image = timeline.png(bundle.data)
     if image:
         write_atomic(bundle.path / timeline.PNG, image)
@@ -371,10 +379,11 @@ def run_with_status(
     label: str,
     not_run_ok: bool,
     then: Callable[[Bundle], None] | None = None,
+    live: bool = False,
 ) -> tuple[Bundle, int]:
     """`run`, then its exit status over every build and selected step (`exit_status`); `then` is
     called with the bundle before the status is worked out (the executor records its target)."""
-    bundle = run(ctx, opts, label=label)
+    bundle = run(ctx, opts, label=label, live=live)
     if then is not None:
         then(bundle)
     names = [n for n in bundle.data["steps"] if n.startswith("build:")]

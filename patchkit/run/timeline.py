@@ -115,6 +115,7 @@ def summary(results: dict[str, Any]) -> dict[str, Any]:
         "overlap": results.get("timeline", {}).get("overlap"),
         "critical_path": _on_path(critical_path(sp)),
         "finished": "timeline" in results,  # a run that stopped early records no wall time
+        **({"to_kernel_verdict_s": v} if (v := results.get("timeline", {}).get("to_kernel_verdict_s")) else {}),
         **({"earlier": done} if (done := earlier(results)) else {}),
     }
 
