@@ -310,6 +310,8 @@ def gpu_lanes(built: Built, opts: RunOptions, lane: lanes.BuildLane, gpu: list) 
         for kind, name in gpu:
             if not kind.timing:
                 continue
+            for _, first in _warm_first(kind, gpu, opts):
+                done[first].wait()
             try:
                 if opts.overlap_timing:
                     _one(built, opts, kind, name)
@@ -329,6 +331,14 @@ def gpu_lanes(built: Built, opts: RunOptions, lane: lanes.BuildLane, gpu: list) 
         t.join()
     if errors:
         raise errors[0]
+
+
+def _warm_first(kind: steps.StepKind, gpu: list, opts: RunOptions) -> list:
+    """The GPU steps of this command that end before `kind` starts in the warm loop (`StepKind.warm_after`,
+    --changed only): the affected tests between the kernel verdict and occupancy/decode."""
+    if not opts.changed:
+        return []
+    return [(k, n) for k, n in gpu if k.name in kind.warm_after]
 
 
 def run_scope(

@@ -67,6 +67,9 @@ class StepKind:
     # CPU lane go on (the other GPU steps are still held); CPU load stretches the step, not its numbers
     holds_cpu: bool = True
     after: tuple[str, ...] = ()  # steps it reads, run first when the same command runs them
+    # with --changed (the warm loop: the answer first), the kinds whose steps end before this one starts: the
+    # kernel verdict, then correctness (the affected tests), then the rest (issue 37)
+    warm_after: tuple[str, ...] = ()
     tools: tuple[str, ...] = ()  # the programs it runs: `[build] targets` must build them (else: not run)
     tables: tuple[str, ...] = ()  # the recipe tables that ask for it (else: not run, never on defaults)
     model: bool = False  # it runs a model: the recipe's [model] (synthetic) or bench.decode.model / --model
@@ -141,6 +144,7 @@ STEPS: tuple[StepKind, ...] = (
         # DRAM % and bytes are counted device-wide and durations share the SMs: the other GPU steps are held while
         # it runs; the CPU lane is not (ncu replays each kernel and reads GPU counters and GPU clocks)
         timing=True,
+        warm_after=("test",),
         holds_cpu=False,
         after=("bench:kernel",),  # the cases it timed
         tools=("test-backend-ops",),
@@ -156,6 +160,7 @@ STEPS: tuple[StepKind, ...] = (
         resource=Resource.GPU,
         names=_one("bench:decode"),
         timing=True,
+        warm_after=("test",),
         tools=("llama-bench",),
         tables=("bench.decode",),
         model=True,

@@ -8,6 +8,7 @@ the committed H200 warm-loop example (examples/h200-readme/warm), copied with it
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import time
@@ -151,3 +152,28 @@ def test_the_timeline_keeps_the_time_to_the_kernel_verdict(tmp_path):
     (line,) = _timeline_lines(Ev())[:1]
     assert line.startswith("Wall time 247 s, the kernel verdict at 152 s (CPU lane ")
     assert pipeline is not None
+
+
+@pytest.mark.parametrize("changed", [True, False])
+def test_the_warm_loop_runs_the_affected_tests_between_the_kernel_verdict_and_decode(tmp_path, changed):
+    """--changed: bench:kernel, then the tests (correctness), then decode (StepKind.warm_after); without
+    it, decode does not wait for the tests (they are held while it times)."""
+    rig = Rig(tmp_path)
+    gate = tmp_path / "kernel-done"
+
+    def test_body(built):  # the tests run until kernel timing is over, then a little longer
+        assert _wait(gate.exists)
+        time.sleep(0.3)
+
+    def kernel_body(built):
+        gate.touch()
+
+    decode = dataclasses.replace(rig.kind("bench:decode", timing=True), warm_after=("test",))
+    rig.run(
+        [rig.kind("bench:kernel", kernel_body, timing=True), rig.kind("test", test_body), decode],
+        changed=changed,
+    )
+    kernel, test, dec = (rig.spans[n] for n in ("bench:kernel", "test", "bench:decode"))
+    assert kernel[1] <= dec[0]
+    assert (dec[0] >= test[1]) is changed
+    assert {k.name for k in steps.STEPS if "test" in k.warm_after} == {"bench:occupancy", "bench:decode"}
