@@ -14,3 +14,5 @@ sed -i 's/^+    GGML_CUDA_FATTN_MMA_CONFIG_CASE(256, 256,  8,  64, 4,  32, 128, 
 test "$(grep -c '128, 128, 128, 1, true' patches/0002-cuda-fattn-mma-hs256-8col-nbatch-fa-32.patch)" = 1 || { echo "row edit did not apply"; exit 3; }
 python3 -m patchkit run --arch 90 --check-arch 89 --offline --changed --run warm
 echo "warm exit $?"
+bash scripts/device-manual-loop.sh warm  # issue 37's anchor: the manual loop in the same lease, and the ratio
+echo "manual loop exit $?"

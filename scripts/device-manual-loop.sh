@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Issue 37's anchor: a kernel developer's manual loop, timed by hand on the lent GPU machine in the same lease
+# as patchkit's warm loop (run it right after scripts/device-all.sh's warm run, from the job's copy):
+# edit one row of the FA MMA config table in the built tree (0002's (256,256,8) row, nstages 1 -> 2: the
+# warm loop's edit undone, so the same instance units recompile), `cmake --build` of test-backend-ops, then
+# `test-backend-ops perf -o FLASH_ATTN_EXT -p <the cases the warm run measured>` for base and the edited
+# variant, once each, no A/A. Prints each part's seconds and, with the warm run's timeline, the ratio
+# (scripts/manual_loop.py). Leaves the tree as it found it (the row edited back, rebuilt by the next run).
+set -ux
+cd "$(dirname "$0")/.."
+root=.patchkit/builds/seed-fattn/cuda-90
+warm=.patchkit/runs/seed-fattn/${1:-warm}
+file=ggml/src/ggml-cuda/fattn-mma-f16.cuh
+row='GGML_CUDA_FATTN_MMA_CONFIG_CASE(256, 256,  8,  64, 4,  32, 128, 128, 128'
+cases=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['scope']['params'])" "$warm/results.json")
+log=${OUT:-.}/manual-loop.log
+{
+    t0=$(date +%s.%N)
+    sed -i "s/$row, 1, true);/$row, 2, true);/" "$root/tree/$file"
+    git -C "$root/tree" diff --stat
+    cmake --build "$root/build" --target test-backend-ops -j "$(nproc)"
+    t1=$(date +%s.%N)
+    "$root/bin/base/test-backend-ops" perf -o FLASH_ATTN_EXT -b CUDA0 -p "$cases"
+    "$root/build/bin/test-backend-ops" perf -o FLASH_ATTN_EXT -b CUDA0 -p "$cases"
+    t2=$(date +%s.%N)
+    echo "manual loop: build_s $(echo "$t1 - $t0" | bc) perf_s $(echo "$t2 - $t1" | bc) total_s $(echo "$t2 - $t0" | bc)"
+    git -C "$root/tree" checkout -- "$file"
+} 2>&1 | tee "$log"
+python3 scripts/manual_loop.py "$log" "$warm/results.json" | tee -a "$log"
