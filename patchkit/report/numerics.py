@@ -61,6 +61,7 @@ def _run(run: RunView) -> NumericsRun:
             n_predict=r.n_predict,
             model=str(r.model.get("label", "")),
             shape=shape_line(r.model) if r.model.get("head_dim") else "",
+            shape_from="" if r.model.get("synthetic", True) else ", from its GGUF header",
             licence=str(r.model.get("licence", "")),
             text=r.text,
             same_code={v: same[v] for p in pairs for v in (p.a, p.b) if v in same},

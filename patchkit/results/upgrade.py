@@ -68,7 +68,7 @@ def update_to_3(name: str, step: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         if model and "label" not in model:
             model["label"] = label(model)
         data["model"] = model
-        data.setdefault("text", "the prompts' words repeated (synthetic text, before format 3)")
+        data.setdefault("text", "words of the prompts repeated (not real text: a run before format 3)")
         step = {**step, "data": data}
     return name, step
 
