@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from patchkit import backends, parsers, proc
-from patchkit.errors import ParseError
+from patchkit.errors import ParseError, PatchkitError
 from patchkit.measure import model as model_mod
 from patchkit.measure import model_package
 from patchkit.measure.decode import decode_model
@@ -247,7 +247,10 @@ class NumericsResult:
 
 def real_text() -> tuple[str, str]:
     """The documentation topics the standard library ships, in key order, and what they are."""
-    from pydoc_data.topics import topics
+    try:
+        from pydoc_data.topics import topics
+    except ImportError as e:  # some distributions split it off the standard library
+        raise PatchkitError(f"numerics: the standard library's pydoc_data (its real text) is missing: {e}") from None
 
     text = "\n\n".join(topics[k].strip() for k in sorted(topics))
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]

@@ -158,7 +158,9 @@ def markdown(ev: Evidence, multi: bool) -> list[Block]:
 
 def _model_lines(m: NumericsData) -> list[str]:
     """Which model the tables used, what its attention is, its licence, the text; why same-code pairs agree."""
-    out = []
+    out: list[str] = []
+    if not m.text:  # a run before format 3 (synthetic text): its report as it was
+        return out
     if m.model:
         out.append(
             f"Model: {m.model}"
@@ -168,6 +170,8 @@ def _model_lines(m: NumericsData) -> list[str]:
         )
     if m.text:
         out.append(f"Text (the long-depth prefix and the KL divergence's): {m.text}.")
+    if m.prompts and m.model:
+        out.append("Prompts: " + "; ".join(f"{i}: {code(str(p))}" for i, p in enumerate(m.prompts)) + ".")
     for v, why in sorted(m.same_code.items()):
         out.append(f"{code(v)} compiles to base's code ({why}): bit-identical text and KLD 0 are expected.")
     return out

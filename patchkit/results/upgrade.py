@@ -10,8 +10,8 @@ tested on a step of a committed example (tests/unit/test_upgrade.py).
             `test` (keyed by variant, depth, n_gen and cache types): it is derived as llama-bench prints it
             ('tg32 @ d4096', no '@ d0'), a ratio taking the test of the row it matches.
     2 -> 3  `numerics` is measure.numerics.NumericsResult: its model carries its `label` (model.label: the
-            synthetic model's shape) and `text` says where its text came from (older runs: words of the prompts
-            repeated, not real text); generations may carry `first_diff_token`.
+            synthetic model's shape) and `text` says where its text came from (older runs: '', the prompts'
+            words repeated, not real text: their reports render as before); generations may carry `first_diff_token`.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def update_to_3(name: str, step: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         if model and "label" not in model:
             model["label"] = label(model)
         data["model"] = model
-        data.setdefault("text", "words of the prompts repeated (not real text: a run before format 3)")
+        data.setdefault("text", "")  # '': the prompts' words repeated (not real text); its report as it was
         step = {**step, "data": data}
     return name, step
 

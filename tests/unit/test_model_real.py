@@ -101,6 +101,6 @@ def test_a_format_2_numerics_step_of_an_example_upgrades_to_a_labelled_result():
     new = upgrade({"numerics": step})["numerics"]
     r = NumericsResult.from_dict(new["data"])
     assert r.model["label"] == "synthetic llama, 4 layers, width 1024, 24/4 heads x 256, f16"
-    assert "before format 3" in r.text and len(r.pairs) == 2
+    assert r.text == "" and len(r.pairs) == 2  # not real text: the report renders as before
     assert r.pairs[0].generations[1].first_diff_char == 11 and r.pairs[0].generations[1].first_diff_token is None
     assert NumericsResult.from_dict(r.to_dict()) == r  # round trip
