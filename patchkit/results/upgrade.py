@@ -9,6 +9,9 @@ tested on a step of a committed example (tests/unit/test_upgrade.py).
     1 -> 2  `bench:path` was stored as `kernel-path`; `bench:decode` rows and ratios against base carried no
             `test` (keyed by variant, depth, n_gen and cache types): it is derived as llama-bench prints it
             ('tg32 @ d4096', no '@ d0'), a ratio taking the test of the row it matches.
+    2 -> 3  `numerics` is measure.numerics.NumericsResult: its model carries its `label` (model.label: the
+            synthetic model's shape) and `text` says where its text came from (older runs: '', the prompts'
+            words repeated, not real text: their reports render as before); generations may carry `first_diff_token`.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-FORMAT = 2  # the format every step is written in now
+FORMAT = 3  # the format every step is written in now
 
 Steps = dict[str, dict[str, Any]]
 
@@ -55,7 +58,22 @@ def update_to_2(name: str, step: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return name, step
 
 
-UPDATES: dict[int, Callable[[str, dict[str, Any]], tuple[str, dict[str, Any]]]] = {2: update_to_2}
+def update_to_3(name: str, step: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    data = step.get("data")
+    if name == "numerics" and isinstance(data, dict) and isinstance(data.get("pairs"), list):
+        from patchkit.measure.model import label  # measure imports results: not at the top
+
+        data = dict(data)
+        model = dict(data.get("model") or {})
+        if model and "label" not in model:
+            model["label"] = label(model)
+        data["model"] = model
+        data.setdefault("text", "")  # '': the prompts' words repeated (not real text); its report as it was
+        step = {**step, "data": data}
+    return name, step
+
+
+UPDATES: dict[int, Callable[[str, dict[str, Any]], tuple[str, dict[str, Any]]]] = {2: update_to_2, 3: update_to_3}
 
 
 def upgrade(steps: Steps) -> Steps:

