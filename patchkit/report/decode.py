@@ -95,7 +95,7 @@ def _data(run: RunView, d: dict[str, Any]) -> DecodeData:
     return DecodeData(
         model=d.get("model") or {},
         model_path=d.get("model_path"),
-        args=[str(a) for a in d.get("args") or []],
+        argvs=[[str(a) for a in argv] for argv in d.get("argvs") or []],
         rounds=d.get("rounds"),
         rows=[x for x in rows if x.variant not in hidden],
         vs_base=[v for v in ratios if v.variant not in hidden],
@@ -237,11 +237,13 @@ def _captions(have: list[tuple[DecodeRun, DecodeData]], base: str, kv: bool, mul
                 f"an A/A copy of {base} ({m.rounds_run} run); a test settled at a relative noise of at most "
                 f"{pct(100 * float(t['max_noise']))} of every binary's t/s samples."
             )
-        if m.args and m.timing:
-            out.append(pre + "llama-bench arguments: " + code(" ".join(portable_args(m.args))) + ".")
-        elif m.args:
+        shown = "; ".join(code(" ".join(portable_args(a))) for a in m.argvs)
+        each = "llama-bench arguments: " if len(m.argvs) < 2 else f"llama-bench arguments ({len(m.argvs)} processes a round): "
+        if m.argvs and m.timing:
+            out.append(pre + each + shown + ".")
+        elif m.argvs:
             rounds = f"; {plural(int(m.rounds), 'interleaved round')}" if m.rounds else ""
-            out.append(pre + "llama-bench arguments: " + code(" ".join(portable_args(m.args))) + rounds + ".")
+            out.append(pre + each + shown + rounds + ".")
         if e.status in ("fail", "error"):
             out.append(pre + "step result: " + state_label(e.status, e.reason))
     return out
@@ -315,8 +317,8 @@ def not_tested(runs: list[RunView], ev: Evidence) -> list[Missing]:
         if de.measured and rows:
             depths = sorted({x.depth for x in rows})
             out.append(Missing("coverage", i, f"Decode on {r.gpu}: depths {', '.join(str(d) for d in depths)} only."))
-            wanted = _arg(de.measured.args, "-d")
-            lack_d = [d for d in (wanted or "").split(",") if d.strip().isdigit() and int(d) not in depths]
+            wanted = ",".join(_arg(a, "-d") or "" for a in de.measured.argvs)
+            lack_d = sorted({d for d in wanted.split(",") if d.strip().isdigit() and int(d) not in depths}, key=int)
             if lack_d:
                 out.append(
                     Missing("coverage", i, f"Decode on {r.gpu}: requested depths with no result: {', '.join(lack_d)}.")

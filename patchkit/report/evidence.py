@@ -347,7 +347,7 @@ class DecodeRatio:
 class DecodeData:
     model: dict[str, Any]
     model_path: Any
-    args: list[str]
+    argvs: list[list[str]]  # one per llama-bench process of a round
     rounds: Any
     rows: list[DecodeRow]
     vs_base: list[DecodeRatio]

@@ -9,6 +9,9 @@ tested on a step of a committed example (tests/unit/test_upgrade.py).
     1 -> 2  `bench:path` was stored as `kernel-path`; `bench:decode` rows and ratios against base carried no
             `test` (keyed by variant, depth, n_gen and cache types): it is derived as llama-bench prints it
             ('tg32 @ d4096', no '@ d0'), a ratio taking the test of the row it matches.
+    2 -> 3  `bench:decode` is the llama-bench matrix (issue 36): several processes a round, so its arguments are
+            `argvs` (one list per process; an older run's `args` is its one process); ratios carry each cell's
+            floor from then on (an older run's verdicts stand on its one floor, `noise_floor`).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-FORMAT = 2  # the format every step is written in now
+FORMAT = 3  # the format every step is written in now
 
 Steps = dict[str, dict[str, Any]]
 
@@ -55,7 +58,15 @@ def update_to_2(name: str, step: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return name, step
 
 
-UPDATES: dict[int, Callable[[str, dict[str, Any]], tuple[str, dict[str, Any]]]] = {2: update_to_2}
+def update_to_3(name: str, step: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    data = step.get("data")
+    if name == "bench:decode" and isinstance(data, dict) and "argvs" not in data:
+        args = data.pop("args", None)
+        data["argvs"] = [list(args)] if isinstance(args, list) else []
+    return name, step
+
+
+UPDATES: dict[int, Callable[[str, dict[str, Any]], tuple[str, dict[str, Any]]]] = {2: update_to_2, 3: update_to_3}
 
 
 def upgrade(steps: Steps) -> Steps:

@@ -75,5 +75,5 @@ def test_a_test_settles_when_every_binary_is_quiet_and_old_runs_keep_one_round_a
 
 def test_a_later_round_runs_only_the_open_depths():
     args = ["-m", "x.gguf", "-d", "0,32768,122880", "-r", "2"]
-    assert decode._with_depths(args, [122880]) == ["-m", "x.gguf", "-d", "122880", "-r", "2"]
+    assert decode._with(args, "-d", [122880]) == ["-m", "x.gguf", "-d", "122880", "-r", "2"]
     assert args[3] == "0,32768,122880"
