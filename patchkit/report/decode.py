@@ -238,7 +238,8 @@ def _captions(have: list[tuple[DecodeRun, DecodeData]], base: str, kv: bool, mul
                 f"{pct(100 * float(t['max_noise']))} of every binary's t/s samples."
             )
         shown = "; ".join(code(" ".join(portable_args(a))) for a in m.argvs)
-        each = "llama-bench arguments: " if len(m.argvs) < 2 else f"llama-bench arguments ({len(m.argvs)} processes a round): "
+        n = len(m.argvs)
+        each = "llama-bench arguments: " if n < 2 else f"llama-bench arguments ({n} processes a round): "
         if m.argvs and m.timing:
             out.append(pre + each + shown + ".")
         elif m.argvs:
