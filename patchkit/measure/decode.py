@@ -384,7 +384,9 @@ def _vs_base(rows: dict, tests: list, order: list[str], floor: dict | float, t: 
             if isinstance(floor, dict):
                 f = floor.get(k)
                 more = {"floor": f, "n_ubatch": row["n_ubatch"]}
-                verdict = stats.cell_verdict(rr, f, max_floor=t.max_floor, higher_is_better=True) if f else stats.TOO_FEW
+                verdict = stats.TOO_FEW  # no A/A cell: no floor to judge it by
+                if f is not None:
+                    verdict = stats.cell_verdict(rr, f, max_floor=t.max_floor, higher_is_better=True)
             else:
                 more, verdict = {}, stats.verdict(rr, floor, higher_is_better=True)
             vs.append(
