@@ -190,7 +190,15 @@ def _ts(x: DecodeRow | None) -> str:
 def _speedup(r: DecodeRatio | None) -> list[str]:
     if r is None:
         return [DASH, DASH]
-    return [f"{num(r.ratio, 'ratio')} {interval(r.ci_low, r.ci_high, 'ratio')}", verdict_word(r.verdict)]
+    word = verdict_word(r.verdict)
+    if r.interval.get("floor") is not None:  # issue 36: the cell's own A/A floor
+        word += f" (floor {pct(100 * float(r.interval['floor']))})"
+    return [f"{num(r.ratio, 'ratio')} {interval(r.ci_low, r.ci_high, 'ratio')}", word]
+
+
+def per_cell(m: DecodeData) -> bool:
+    """Verdicts against each cell's own A/A floor (runs since issue 36)."""
+    return any(v.interval.get("floor") is not None for v in m.vs_base) or any("floor" in a for a in m.aa)
 
 
 def _rows(e: DecodeRun, m: DecodeData, order: list[str], base: str, kv: bool) -> list[list[str]]:
@@ -220,7 +228,11 @@ def _captions(have: list[tuple[DecodeRun, DecodeData]], base: str, kv: bool, mul
     if entries:
         out.append("Speedup intervals: " + intervals.caption(entries, [len(x.samples_ts) for x in rows]) + ".")
         floors = [m.noise_floor for _, m in have if m.noise_floor is not None]
-        out.append("Verdicts: " + intervals.verdict_caption(entries, max(floors) if floors else None, base=base) + ".")
+        if any(per_cell(m) for _, m in have):
+            out.append(_cell_caption(have, base))
+        else:
+            cap = intervals.verdict_caption(entries, max(floors) if floors else None, base=base)
+            out.append("Verdicts: " + cap + ".")
     if not kv:
         kvs = sorted({f"{x.type_k}/{x.type_v}" for x in rows})
         out.append(f"K/V cache: {', '.join(kvs)} in every test.")
@@ -250,10 +262,29 @@ def _captions(have: list[tuple[DecodeRun, DecodeData]], base: str, kv: bool, mul
     return out
 
 
+def _cell_caption(have: list[tuple[DecodeRun, DecodeData]], base: str) -> str:
+    """How a cell's verdict is reached against its own floor (issue 36), said once."""
+    caps = sorted({float(m.timing.get("max_floor") or 0) for _, m in have if m.timing})
+    cap = f"above {', '.join(pct(100 * c) for c in caps)}" if any(caps) else "with no limit set"
+    return (
+        f"Verdicts per cell, against the cell's own A/A floor (in brackets: the edge of the interval of "
+        f"t/s({base}'s copy) / t/s({base}) farthest from 1, at the cell's samples): 'same' when the speedup's "
+        f"interval lies inside [1 - floor, 1 + floor], 'faster' or 'slower' when it lies wholly outside; 'noisy' "
+        f"when it straddles an edge of that band after the cell's rounds, or the floor is {cap} (max-floor); "
+        f"'too few samples' when the interval's exact coverage is below 95 % (fewer than 4 samples a side)."
+    )
+
+
 def _aa_lines(m: DecodeData) -> list[str]:
     """The A/A floor and each test's A/A ratio (runs with an A/A copy of base only)."""
     if m.noise_floor is None:
         return []
+    if per_cell(m):
+        fl = [float(a["floor"]) for a in m.aa if "floor" in a]
+        span = f"{pct(100 * min(fl))} to {pct(100 * max(fl))}" if fl else DASH
+        lab = code(m.aa_label or "base#2")
+        line = f"A/A floors per cell ({lab} against base, {len(fl)} cells): {span}"
+        return [line + ".", *([c] if (c := clocks.summary(m.clocks)) else [])]
     each = ", ".join(f"{a['test']} {num(a['ratio'], 'ratio')}" for a in m.aa)
     lab = code(m.aa_label or "base#2")
     line = f"A/A noise floor {pct(100 * float(m.noise_floor))}: the largest |t/s({lab}) / t/s(base) - 1| ({each})"
@@ -277,6 +308,10 @@ def _gist(have: list[tuple[DecodeRun, DecodeData]], order: list[str]) -> str:
     shown = ", ".join(tests[:6]) + (", ..." if len(tests) > 6 else "")
     s = f"llama-bench: {plural(len(tests), 'test')} ({shown}) x {plural(len(variants), 'variant')}"
     floors = sorted({m.noise_floor for _, m in have if m.noise_floor is not None})
+    if any(per_cell(m) for _, m in have):
+        words = [verdict_word(v.verdict) for _, m in have for v in m.vs_base]
+        counts = ", ".join(f"{words.count(w)} {w}" for w in dict.fromkeys(sorted(words)))
+        return s + (f"; per-cell verdicts: {counts}" if counts else "")
     return s + (f"; A/A noise floor {', '.join(pct(100 * f) for f in floors)}" if floors else "")
 
 
@@ -302,6 +337,8 @@ def markdown(ev: Evidence, multi: bool) -> list[Block]:
         inner += compare_lines(multi, e.gpu, prefixes.get(e.gpu, ""), m.upstream_db, upstreamdb.LLAMA_BENCH)
     if ev.plot:
         inner.append(text(f"![decode t/s by depth]({ev.plot})"))
+    if ev.plot_ubatch:
+        inner.append(text(f"![pp speedup by micro-batch]({ev.plot_ubatch})"))
     return [*out, details(_gist(have, order), inner)]
 
 

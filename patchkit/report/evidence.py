@@ -463,6 +463,7 @@ class Evidence:
     not_tested: list[str] = field(default_factory=list)
     missing_logs: list[str] = field(default_factory=list)
     plot: str | None = None
+    plot_ubatch: str | None = field(default=None, metadata=OMITTED)  # the matrix's speedup by micro-batch
     report_schema: int = REPORT_SCHEMA
 
     def __getattr__(self, name: str) -> Any:
