@@ -286,7 +286,7 @@ def run_decode(
     order = [lab for lab, _ in labeled]
     tests = list(dict.fromkeys(k for _, k in st.rows))
     aa_label = f"{base.variant}{AA}" if base is not None and t.aa else ""
-    aa = _aa(st.rows, tests, base.variant if base else "base", aa_label)
+    aa = _aa(st.rows, tests, base.variant if base else "base", aa_label, t.per_cell)
     floors = _floors(aa, t) if aa_label else {}
     floor = max(floors.values(), default=0.0) if t.per_cell else stats.noise_floor([a["ratio"] for a in aa])
     db = upstream_db(bundle, upstreamdb.LLAMA_BENCH_DB, st.runs, st.errors)
@@ -328,7 +328,7 @@ def _floors(aa: list[dict], t: DecodeTiming) -> dict[tuple, float]:
     return {tuple(a["ident"]): float(a["floor"]) for a in aa if "floor" in a}
 
 
-def _aa(rows: dict, tests: list, base: str, aa_label: str) -> list[dict]:
+def _aa(rows: dict, tests: list, base: str, aa_label: str, per_cell: bool = True) -> list[dict]:
     """Each cell's A/A ratio (base's copy against base) and the cell's own floor from it (stats.cell_floor)."""
     out = []
     for k in tests:
@@ -337,8 +337,9 @@ def _aa(rows: dict, tests: list, base: str, aa_label: str) -> list[dict]:
             continue
         rr = stats.ratio(ref["samples_ts"], aa["samples_ts"])
         s = stats.summarize(aa["samples_ts"])
-        one = {"test": ref["test"], "depth": ref["depth"], "n_ubatch": ref["n_ubatch"], **rr.to_dict()}
-        out.append({**one, "median_ts": s.median, "floor": stats.cell_floor(rr), "ident": list(k)})
+        one = {"test": ref["test"], "depth": ref["depth"], **rr.to_dict()}
+        cell = {"floor": stats.cell_floor(rr), "ident": list(k)} if per_cell else {}
+        out.append({**one, "median_ts": s.median, **cell})
     return out
 
 

@@ -329,7 +329,8 @@ def markdown(ev: Evidence, multi: bool) -> list[Block]:
     for e, m in have:
         logs += e.logs
         rows += _rows(e, m, order, base, kv)
-    header = ["GPU", "Model", "Microbatch", "Test", *(["K/V"] if kv else [])]
+    cpu = all(e.gpu.startswith("CPU only") for e, _ in have)  # a CPU run's column names the CPU, no GPU words
+    header = ["CPU" if cpu else "GPU", "Model", "Microbatch", "Test", *(["K/V"] if kv else [])]
     header += [f"t/s {base}"] if len(order) == 1 else ["variant", f"t/s {base}", "t/s variant", "Speedup", "verdict"]
     inner = [table(header, rows), logs_line(logs), *[text(c) for c in _captions(have, base, kv, multi)]]
     prefixes = {r.gpu: r.log_prefix for r in ev.runs}
