@@ -437,3 +437,14 @@ def describe(spec: SyntheticModelSpec, path: Path | str | None = None) -> dict[s
                     h.update(block)
             d["sha256"] = h.hexdigest()
     return d
+
+
+def label(info: dict[str, Any]) -> str:
+    """A model's label for a table's Model column, from its description (describe(), or a GGUF's): the
+    synthetic model by its shape ('synthetic llama 4x1024 f16, 84.9M'), never llama.cpp's '?B'; '' when the
+    description says too little."""
+    if info.get("synthetic") and info.get("n_layer") and info.get("n_embd"):
+        wt = f" {info['weight_type']}" if info.get("weight_type") else ""
+        n = f", {float(info['n_params']) / 1e6:.1f}M" if info.get("n_params") else ""
+        return f"synthetic {info.get('arch') or 'llama'} {info['n_layer']}x{info['n_embd']}{wt}{n}"
+    return ""

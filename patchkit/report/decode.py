@@ -12,6 +12,7 @@ from typing import Any
 
 import patchkit.report.intervals as intervals
 from patchkit.measure import clocks
+from patchkit.measure import model as model_mod
 from patchkit.report.evidence import Decode, DecodeData, DecodeRatio, DecodeRow, DecodeRun, Evidence
 from patchkit.report.fmt import (
     DASH,
@@ -151,6 +152,8 @@ def _model_cell(x: DecodeRow, m: DecodeData) -> str:
     Runs before issue 27 show the cell as recorded."""
     if not x.model_type:
         return model_short(m)
+    if per_cell(m) and (lab := model_mod.label(m.model)):  # issue 36: from the model's description
+        return lab
     n = m.model.get("n_params")
     if m.noise_floor is not None and "?B" in str(x.model_type) and n:
         return f"{x.model_type}, {n / 1e9:.2f}B params"
