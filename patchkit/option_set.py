@@ -597,7 +597,14 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "kernel.min_us",
         "kernel.target_gpus",
     ),
-    "decode": ("decode.depths", "decode.pp_depths", "decode.n_prompt", "decode.n_gen", "decode.ubatch", "decode.repetitions"),
+    "decode": (
+        "decode.depths",
+        "decode.pp_depths",
+        "decode.n_prompt",
+        "decode.n_gen",
+        "decode.ubatch",
+        "decode.repetitions",
+    ),
     "decode_model": ("decode.rounds", "decode.model"),
     "numerics": ("numerics.depths",),
 }

@@ -287,7 +287,7 @@ def run_decode(
     tests = list(dict.fromkeys(k for _, k in st.rows))
     aa_label = f"{base.variant}{AA}" if base is not None and t.aa else ""
     aa = _aa(st.rows, tests, base.variant if base else "base", aa_label, t.per_cell)
-    floors = _floors(aa, t) if aa_label else {}
+    floors = _floors(aa) if aa_label else {}
     floor = max(floors.values(), default=0.0) if t.per_cell else stats.noise_floor([a["ratio"] for a in aa])
     db = upstream_db(bundle, upstreamdb.LLAMA_BENCH_DB, st.runs, st.errors)
     shown = [v for v in order if v != aa_label]
@@ -323,7 +323,7 @@ def run_decode(
     )
 
 
-def _floors(aa: list[dict], t: DecodeTiming) -> dict[tuple, float]:
+def _floors(aa: list[dict]) -> dict[tuple, float]:
     """Each cell's own A/A floor (issue 36), by the cell's identity; runs before it: one floor for all."""
     return {tuple(a["ident"]): float(a["floor"]) for a in aa if "floor" in a}
 
