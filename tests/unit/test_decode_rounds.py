@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import options
+from patchkit import options, parsers
 from patchkit.measure import decode, stats
 from patchkit.results import Bundle
 from patchkit.run import replay
@@ -139,3 +139,15 @@ def test_a_later_round_runs_a_process_only_for_its_open_cells():
     st.stop = {i: s for i, s in st.stop.items() if s}
     assert decode._argv_of(2, 0, argv, st) == ["-p", "512", "-n", "0", "-d", "32768", "-ub", "4"]
     assert decode._argv_of(2, 1, argv, st) is None and decode._argv_of(1, 1, argv, st) == argv
+
+
+def test_recorded_matrix_process_prefills_its_depth_once_and_gives_a_cell_per_micro_batch():
+    """The premise of matrix_argvs on llama-bench's real output (tests/fixtures/cpu/bench_matrix_pp_base.*):
+    one process of pp16 at -ub 16,4,1 and -d 0,256 prefills depth 256 once, later tests restore it, and every
+    (micro-batch, depth) is its own cell (identity)."""
+    progress = (FIX / "bench_matrix_pp_base.progress.txt").read_text().splitlines()
+    depth_runs = [ln for ln in progress if "depth run" in ln]
+    assert len(depth_runs) == 6 and [ln for ln in depth_runs if "(cached)" not in ln] == [depth_runs[0]]
+    recs = parsers.parse_llama_bench_json((FIX / "bench_matrix_pp_base.json").read_text(), "base")
+    assert [(r.n_ubatch, r.n_depth) for r in recs] == [(u, d) for u in (16, 4, 1) for d in (0, 256)]
+    assert len({decode.identity(r) for r in recs}) == 6
