@@ -107,6 +107,7 @@ def test_the_matrix_prefills_each_depth_once_a_process_largest_micro_batch_first
         Path("m.gguf"), depths=(0, 32768, 122880), pp_depths=(0, 4096, 32768), n_prompt=(512,), n_gen=(32,),
         ubatch=(1, 2, 512), **kw,
     )  # fmt: skip
+
     def at(a, flag):
         return a[a.index(flag) + 1] if flag in a else ""
 
