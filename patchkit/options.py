@@ -157,6 +157,8 @@ class DecodeOptions:
     max_rounds: int = 1  # a test stops after this many rounds even if not settled
     max_noise: float = 0.0  # settled: relative stdev of every binary's t/s samples at most this
     max_seconds: int = 0  # no new round past this many seconds of llama-bench (0: no cap)
+    pp_depths: tuple[int, ...] = ()  # depths of the pp tests (empty: depths)
+    max_floor: float = 0.0  # a cell whose own A/A floor is above this is 'noisy' (0: no limit)
 
 
 @dataclass(frozen=True, kw_only=True)

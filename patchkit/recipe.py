@@ -113,6 +113,7 @@ class DecodeBench:
     n_prompt: tuple[int, ...] = (0,)  # llama-bench -p: prompt sizes of pp tests (0: none)
     n_gen: tuple[int, ...] = (32,)  # llama-bench -n: tokens of tg tests (a single number is one)
     ubatch: tuple[int, ...] = ()  # llama-bench -ub: micro-batch sizes (empty: llama-bench's default)
+    pp_depths: tuple[int, ...] = ()  # depths of the pp tests (empty: `depths`); tg runs at `depths`
     repetitions: int = 3
     model: str = ""  # a GGUF path; empty: the synthetic model
     threads: int = 0
@@ -122,6 +123,7 @@ class DecodeBench:
     max_rounds: int = 1  # a test stops after this many rounds even if not settled
     max_noise: float = 0.0  # settled: relative stdev of every binary's t/s samples at most this
     max_seconds: int = 0  # no new round past this many seconds of llama-bench (0: no cap)
+    max_floor: float = 0.0  # a cell whose own A/A floor is above this is 'noisy' (0: no limit)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -153,7 +155,10 @@ class Profile:
     The command line still wins; what was selected is recorded in each step's arguments."""
 
     test_filter: str = ""  # test-backend-ops -p for the suites
-    depths: tuple[int, ...] = ()  # bench.decode depths
+    depths: tuple[int, ...] = ()  # bench.decode depths (of the tg tests)
+    pp_depths: tuple[int, ...] = ()  # bench.decode pp-depths
+    n_prompt: tuple[int, ...] = ()  # bench.decode n-prompt
+    ubatch: tuple[int, ...] = ()  # bench.decode ubatch
     numerics_depths: tuple[int, ...] = ()  # numerics depths
     model: dict[str, object] = field(default_factory=dict)  # [model] keys this backend overrides
     decode_rounds: int = 0  # bench.decode rounds and max-rounds on this backend (0: [bench.decode]'s)

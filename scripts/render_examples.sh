@@ -11,5 +11,6 @@ for d in $(find examples tests/fixtures -name results.json -printf '%h\n' | sort
     python3 -m patchkit report "$d" -o "$out/$n.md" >/dev/null
     python3 -m patchkit report "$d" --format json -o "$out/$n.json" >/dev/null
     [ -f "$out/decode.png" ] && mv "$out/decode.png" "$out/$n.decode.png"
+    [ -f "$out/decode-ubatch.png" ] && mv "$out/decode-ubatch.png" "$out/$n.decode-ubatch.png"
     echo "$d"
 done

@@ -6,7 +6,7 @@ import hashlib
 import statistics
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from types import MappingProxyType
 
@@ -34,6 +34,10 @@ def identity(rec) -> tuple:
     return tuple(getattr(rec, k) for k in IDENTITY)
 
 
+def _csv(xs) -> str:
+    return ",".join(str(x) for x in xs)
+
+
 def decode_args(
     model: Path,
     *,
@@ -48,16 +52,71 @@ def decode_args(
     ngl: int,
     extra: tuple[str, ...],
 ) -> list[str]:
-    def csv(xs) -> str:
-        return ",".join(str(x) for x in xs)
-
-    args = ["-m", str(model), "-fa", "1", "-ctk", type_k, "-ctv", type_v, "-p", csv(n_prompt or (0,))]
-    args += ["-n", csv(n_gen or (0,)), "-d", csv(depths), "-r", str(repetitions), "-ngl", str(ngl)]
+    """One llama-bench process: every test of -p x -n x -d x -ub."""
+    args = ["-m", str(model), "-fa", "1", "-ctk", type_k, "-ctv", type_v, "-p", _csv(n_prompt or (0,))]
+    args += ["-n", _csv(n_gen or (0,)), "-d", _csv(depths), "-r", str(repetitions), "-ngl", str(ngl)]
     if ubatch:
-        args += ["-ub", csv(ubatch)]
+        args += ["-ub", _csv(ubatch)]
     if threads:
         args += ["-t", str(threads)]
     return [*args, "-o", "json", *extra]
+
+
+def matrix_argvs(
+    model: Path, *, depths: tuple[int, ...], pp_depths: tuple[int, ...], n_prompt, n_gen, ubatch, **kw
+) -> list[list[str]]:
+    """The reviewer's matrix as llama-bench processes, grouped so that each process prefills a depth once.
+
+    llama-bench runs its tests ubatch by ubatch, depth by depth inside (tools/llama-bench), and keeps the state
+    of the last depth it prefilled (its repetitions and the next test at that depth restore it): so the pp
+    tests get one process per depth above 0 (depth 0 joins the first), their ubatch sizes largest first (the
+    depth's prefill runs at the first test's micro-batch: 512, not 1); the tg tests one process over their
+    depths (each prefilled once, at llama-bench's default micro-batch). Without pp tests, one process as
+    before (every -n x -d x -ub)."""
+    pp = tuple(p for p in n_prompt if p)
+    if not pp:
+        return [decode_args(model, depths=depths, n_prompt=n_prompt, n_gen=n_gen, ubatch=ubatch, **kw)]
+    ub = tuple(sorted(set(ubatch), reverse=True))
+    ds = pp_depths or depths
+    deep = sorted({d for d in ds if d})
+    groups = [([0] if 0 in ds else []) + deep[:1], *([d] for d in deep[1:])] if deep else [[0]]
+    out = [decode_args(model, depths=tuple(g), n_prompt=pp, n_gen=(0,), ubatch=ub, **kw) for g in groups]
+    if any(n_gen):
+        out.append(decode_args(model, depths=depths, n_prompt=(0,), n_gen=n_gen, ubatch=(), **kw))
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecodeResult:
+    """What `bench:decode` stores in its step's data (results.json; format 3, patchkit.results.upgrade)."""
+
+    model: dict  # the model's description (measure.model.describe, or the user's file)
+    model_path: str
+    argvs: list[list[str]] = field(default_factory=list)  # llama-bench's arguments, a list per process of a round
+    rounds: int = 1  # the least rounds
+    rows: list[dict] = field(default_factory=list)  # one per (variant, cell): samples, median, interval, logs
+    vs_base: list[dict] = field(default_factory=list)  # one per (variant, cell) but base: ratio, floor, verdict
+    upstream_db: dict | None = None  # llama-bench.sqlite: file, labels
+    # issue 27 (runs with an A/A copy of base): the rounds, each cell's A/A ratio and floor, the clocks
+    timing: dict | None = None
+    rounds_run: int | None = None
+    aa: list[dict] = field(default_factory=list)
+    noise_floor: float | None = None  # the largest cell floor (issue 36; before: the one floor of all cells)
+    aa_label: str = ""
+    clocks: dict | None = None
+    process_seconds: float | None = None
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        if self.timing is None:
+            for k in ("timing", "rounds_run", "aa", "noise_floor", "aa_label", "clocks", "process_seconds"):
+                d.pop(k)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> DecodeResult:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,6 +132,8 @@ class DecodeTiming:
     max_noise: float = 0.0
     max_seconds: float = 0.0
     aa: bool = True  # an A/A copy of base (runs recorded before issue 27 have none)
+    max_floor: float = 0.0  # a cell whose own A/A floor is above this is 'noisy' (0: no limit)
+    per_cell: bool = True  # verdicts against each cell's own A/A floor (runs before issue 36: one floor for all)
 
     @property
     def cap(self) -> int:
@@ -81,15 +142,15 @@ class DecodeTiming:
     @classmethod
     def from_data(cls, d: dict) -> DecodeTiming:
         if "timing" in d:
-            return cls(**d["timing"])
+            return cls(**{"per_cell": False, **d["timing"]})
         n = int(d.get("rounds") or 1)
-        return cls(min_rounds=n, max_rounds=n, aa=False)
+        return cls(min_rounds=n, max_rounds=n, aa=False, per_cell=False)
 
 
-def _with_depths(args: list[str], depths: list[int]) -> list[str]:
+def _with(args: list[str], flag: str, values: list[int]) -> list[str]:
     out = list(args)
-    if "-d" in out:
-        out[out.index("-d") + 1] = ",".join(str(d) for d in depths)
+    if flag in out:
+        out[out.index(flag) + 1] = _csv(values)
     return out
 
 
@@ -98,15 +159,17 @@ class _State:
     rows: dict = field(default_factory=dict)  # (label, identity) -> row
     rounds: dict = field(default_factory=dict)  # identity -> rounds run
     stop: dict = field(default_factory=dict)  # identity -> why it stopped
+    group: dict = field(default_factory=dict)  # identity -> the index of the process that runs it
     seconds: float = 0.0  # llama-bench process seconds, as the raw logs say
     logs: list = field(default_factory=list)
     errors: list = field(default_factory=list)
     runs: list = field(default_factory=list)  # (label, records): the upstream database
 
     def settled(self, ident: tuple, labels: list[str], t: DecodeTiming) -> bool:
+        least = stats.min_samples() if t.per_cell else 0
         for lab in labels:
             row = self.rows.get((lab, ident))
-            if row is None or len(row["rounds"]) < t.min_rounds:
+            if row is None or len(row["rounds"]) < t.min_rounds or len(row["samples_ts"]) < least:
                 return False
             if not t.max_noise or stats.rel_noise(row["samples_ts"]) > t.max_noise:
                 return False
@@ -125,42 +188,62 @@ class _State:
                 self.stop[k] = MAX_SECONDS
 
 
-def _one_round(bundle, r, labeled, args, st: _State, clocks: Clocks, bar, timeout) -> None:
+def _argv_of(r: int, i: int, argv: list[str], st: _State) -> list[str] | None:
+    """Process i's arguments in round r: its tests still open only (-d and -ub cut to theirs); None: none open."""
+    if r == 1:
+        return argv
+    open_ = [k for k in st.rounds if k not in st.stop and st.group.get(k) == i]
+    if not open_:
+        return None
+    out = _with(argv, "-d", sorted({k[IDENTITY.index("n_depth")] for k in open_}))
+    return _with(out, "-ub", sorted({k[IDENTITY.index("n_ubatch")] for k in open_}, reverse=True))
+
+
+def _one_round(bundle, r, labeled, argvs, st: _State, clocks: Clocks, bar, timeout) -> None:
     open_ = [k for k in st.rounds if k not in st.stop]
-    depths = sorted({k[IDENTITY.index("n_depth")] for k in open_})
-    argv = args if r == 1 else _with_depths(args, depths)
     order = labeled if r % 2 else [labeled[0], *reversed(labeled[1:])]
     seen: set = set()
-    for label, b in order:
-        bar.update(1, f"round {r} {label}")
-        tag = f"r{r}-{label.replace('#', '_aa')}"
-        before = clocks.sample(f"{tag}-before")
-        done, why, log = run_logged(
-            bundle, f"decode-{tag}", [b.exe("llama-bench"), *argv], timeout=timeout, separate_stderr=True
-        )
-        st.logs.append(bundle.rel(log))
-        st.seconds += round(done.seconds, 1) if done is not None else 0.0  # as the raw log says: a replay agrees
-        recs = None
-        if why or done is None:
-            st.errors.append(f"{label} round {r}: {why}")
-        else:
-            try:
-                recs = parsers.parse_llama_bench_json(done.stdout, str(log))
-            except ParseError as e:
-                st.errors.append(f"{label} round {r}: {e}")
-        clocks.around(r, label, before, clocks.sample(f"{tag}-after"))
-        st.runs.append((label, list(recs or ())))
-        for rec in recs or ():
-            k = identity(rec)
-            if r > 1 and (k not in st.rounds or k in st.stop):
+    for i, full in enumerate(argvs):
+        argv = _argv_of(r, i, full, st)
+        for label, b in order:
+            bar.update(1, f"round {r} {label}")
+            if argv is None:
                 continue
-            row = st.rows.setdefault((label, k), _row(label, rec))
-            row["samples_ts"].extend(rec.samples_ts)
-            row["logs"].append(st.logs[-1])
-            row["rounds"].append(r)
-            seen.add(k)
+            tag = f"r{r}-{label.replace('#', '_aa')}" + (f"-{i + 1}" if len(argvs) > 1 else "")
+            seen |= _one_process(bundle, r, i, label, b, argv, tag, st, clocks, timeout)
     for k in seen if r == 1 else open_:
         st.rounds[k] = st.rounds.get(k, 0) + 1
+
+
+def _one_process(bundle, r, i, label, b, argv, tag, st: _State, clocks: Clocks, timeout) -> set:
+    before = clocks.sample(f"{tag}-before")
+    done, why, log = run_logged(
+        bundle, f"decode-{tag}", [b.exe("llama-bench"), *argv], timeout=timeout, separate_stderr=True
+    )
+    st.logs.append(bundle.rel(log))
+    st.seconds += round(done.seconds, 1) if done is not None else 0.0  # as the raw log says: a replay agrees
+    recs = None
+    if why or done is None:
+        st.errors.append(f"{label} round {r}: {why}")
+    else:
+        try:
+            recs = parsers.parse_llama_bench_json(done.stdout, str(log))
+        except ParseError as e:
+            st.errors.append(f"{label} round {r}: {e}")
+    clocks.around(r, label, before, clocks.sample(f"{tag}-after"))
+    st.runs.append((label, list(recs or ())))
+    seen = set()
+    for rec in recs or ():
+        k = identity(rec)
+        if r > 1 and (k not in st.rounds or k in st.stop):
+            continue
+        st.group.setdefault(k, i)
+        row = st.rows.setdefault((label, k), _row(label, rec))
+        row["samples_ts"].extend(rec.samples_ts)
+        row["logs"].append(st.logs[-1])
+        row["rounds"].append(r)
+        seen.add(k)
+    return seen
 
 
 def run_decode(
@@ -169,12 +252,12 @@ def run_decode(
     *,
     model: Path,
     model_info: dict,
-    args: list[str],
+    argvs: list[list[str]],
     timing: DecodeTiming | None = None,
     timeout: float = 1800,
 ) -> Step:
-    """llama-bench on every variant and an A/A copy of base, interleaved round by round until every test
-    is settled or capped (DecodeTiming); one row per (variant, test), verdicts against the A/A floor."""
+    """llama-bench on every variant and an A/A copy of base, interleaved round by round until every cell
+    is settled or capped (DecodeTiming); one row per (variant, cell), verdicts against each cell's A/A floor."""
     t0 = time.monotonic()
     t = timing or DecodeTiming()
     base = next((b for b in bins if b.variant == "base"), bins[0]) if bins else None
@@ -182,12 +265,12 @@ def run_decode(
     if base is not None and t.aa:
         labeled.append((f"{base.variant}{AA}", base))
     st, clocks = _State(), Clocks(bundle, "decode")
-    what = f"{t.min_rounds} to {t.cap} rounds x {len(labeled)} binaries"
-    with Progress("bench:decode", total=t.cap * len(labeled), unit="run", what=what) as bar:
+    what = f"{t.min_rounds} to {t.cap} rounds x {len(labeled)} binaries x {len(argvs)} processes"
+    with Progress("bench:decode", total=t.cap * len(labeled) * len(argvs), unit="run", what=what) as bar:
         r = 0
         while r < t.cap and (r == 0 or any(k not in st.stop for k in st.rounds)):
             r += 1
-            _one_round(bundle, r, labeled, args, st, clocks, bar, timeout)
+            _one_round(bundle, r, labeled, argvs, st, clocks, bar, timeout)
             if not st.rounds:
                 break
             st.close([lab for lab, _ in labeled], t)
@@ -203,36 +286,50 @@ def run_decode(
     order = [lab for lab, _ in labeled]
     tests = list(dict.fromkeys(k for _, k in st.rows))
     aa_label = f"{base.variant}{AA}" if base is not None and t.aa else ""
-    aa = _aa(st.rows, tests, base.variant if base else "base", aa_label)
-    floor = stats.noise_floor([a["ratio"] for a in aa]) if aa_label else 0.0
+    aa = _aa(st.rows, tests, base.variant if base else "base", aa_label, t.per_cell)
+    floors = _floors(aa) if aa_label else {}
+    floor = max(floors.values(), default=0.0) if t.per_cell else stats.noise_floor([a["ratio"] for a in aa])
     db = upstream_db(bundle, upstreamdb.LLAMA_BENCH_DB, st.runs, st.errors)
     shown = [v for v in order if v != aa_label]
-    data = {
-        "model": model_info,
-        "model_path": str(model),
-        "args": [str(a) for a in args],
-        "rounds": t.min_rounds,
-        "rows": [
+    result = DecodeResult(
+        model=model_info,
+        model_path=str(model),
+        argvs=[[str(a) for a in argv] for argv in argvs],
+        rounds=t.min_rounds,
+        rows=[
             _summary(st.rows[(v, k)], st if aa_label else None, k) for k in tests for v in shown if (v, k) in st.rows
         ],
-        "vs_base": _vs_base(st.rows, tests, shown, floor),
-        "upstream_db": db,
-    }
+        vs_base=_vs_base(st.rows, tests, shown, floors if t.per_cell else floor, t),
+        upstream_db=db,
+    )
     if aa_label:  # issue 27: rounds, the A/A copy and its floor, the clocks (older runs have none of these)
-        data.update(timing=asdict(t), rounds_run=r, aa=aa, noise_floor=floor, aa_label=aa_label)
-        data["clocks"] = clocks.data()
-        data["process_seconds"] = round(st.seconds, 1)
+        result = replace(
+            result,
+            timing=asdict(t),
+            rounds_run=r,
+            aa=aa,
+            noise_floor=floor,
+            aa_label=aa_label,
+            clocks=clocks.data(),
+            process_seconds=round(st.seconds, 1),
+        )
     return Step(
         name="bench:decode",
         status=Status.ERROR if st.errors else Status.OK,
         reason="; ".join(st.errors),
         seconds=round(time.monotonic() - t0, 1),
         logs=logs,
-        data=data,
+        data=result.to_dict(),
     )
 
 
-def _aa(rows: dict, tests: list, base: str, aa_label: str) -> list[dict]:
+def _floors(aa: list[dict]) -> dict[tuple, float]:
+    """Each cell's own A/A floor (issue 36), by the cell's identity; runs before it: one floor for all."""
+    return {tuple(a["ident"]): float(a["floor"]) for a in aa if "floor" in a}
+
+
+def _aa(rows: dict, tests: list, base: str, aa_label: str, per_cell: bool = True) -> list[dict]:
+    """Each cell's A/A ratio (base's copy against base) and the cell's own floor from it (stats.cell_floor)."""
     out = []
     for k in tests:
         ref, aa = rows.get((base, k)), rows.get((aa_label, k))
@@ -240,7 +337,9 @@ def _aa(rows: dict, tests: list, base: str, aa_label: str) -> list[dict]:
             continue
         rr = stats.ratio(ref["samples_ts"], aa["samples_ts"])
         s = stats.summarize(aa["samples_ts"])
-        out.append({"test": ref["test"], "depth": ref["depth"], **rr.to_dict(), "median_ts": s.median})
+        one = {"test": ref["test"], "depth": ref["depth"], **rr.to_dict()}
+        cell = {"floor": stats.cell_floor(rr), "ident": list(k)} if per_cell else {}
+        out.append({**one, "median_ts": s.median, **cell})
     return out
 
 
@@ -272,7 +371,9 @@ def _summary(row: dict, st: _State | None = None, ident: tuple = ()) -> dict:
     }
 
 
-def _vs_base(rows: dict, tests: list, order: list[str], floor: float = 0.0) -> list[dict]:
+def _vs_base(rows: dict, tests: list, order: list[str], floor: dict | float, t: DecodeTiming) -> list[dict]:
+    """Each variant's cell against base's: the ratio and its verdict against the cell's own floor (`floor` by
+    identity; a float: one floor for all, the runs before issue 36)."""
     vs = []
     for k in tests:
         ref = rows.get(("base", k))
@@ -281,8 +382,17 @@ def _vs_base(rows: dict, tests: list, order: list[str], floor: float = 0.0) -> l
             if v == "base" or ref is None or row is None:
                 continue
             rr = stats.ratio(ref["samples_ts"], row["samples_ts"])
-            verdict = stats.verdict(rr, floor, higher_is_better=True)
-            vs.append({"variant": v, "test": row["test"], "depth": row["depth"], **rr.to_dict(), "verdict": verdict})
+            if isinstance(floor, dict):
+                f = floor.get(k)
+                more = {"floor": f, "n_ubatch": row["n_ubatch"]}
+                verdict = stats.TOO_FEW  # no A/A cell: no floor to judge it by
+                if f is not None:
+                    verdict = stats.cell_verdict(rr, f, max_floor=t.max_floor, higher_is_better=True)
+            else:
+                more, verdict = {}, stats.verdict(rr, floor, higher_is_better=True)
+            vs.append(
+                {"variant": v, "test": row["test"], "depth": row["depth"], **rr.to_dict(), **more, "verdict": verdict}
+            )
     return vs
 
 
@@ -291,9 +401,10 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
     if (skip := built.nothing_to_compare(name)) is not None:
         return skip
     path, info = decode_model(built.ctx, d.model, backend=built.backend)
-    args = decode_args(
+    argvs = matrix_argvs(
         path,
         depths=d.depths,
+        pp_depths=d.pp_depths,
         type_k=d.type_k,
         type_v=d.type_v,
         n_prompt=d.n_prompt,
@@ -304,13 +415,17 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
         ngl=backends.get(built.backend).gpu_layers,
         extra=d.extra_args,
     )
-    return run_decode(built.bundle, built.measured, model=path, model_info=info, args=args, timing=timing_of(opts))
+    return run_decode(built.bundle, built.measured, model=path, model_info=info, argvs=argvs, timing=timing_of(opts))
 
 
 def timing_of(opts: RunOptions) -> DecodeTiming:
     d = opts.decode
     return DecodeTiming(
-        min_rounds=d.rounds, max_rounds=d.max_rounds, max_noise=d.max_noise, max_seconds=float(d.max_seconds)
+        min_rounds=d.rounds,
+        max_rounds=d.max_rounds,
+        max_noise=d.max_noise,
+        max_seconds=float(d.max_seconds),
+        max_floor=d.max_floor,
     )
 
 
@@ -318,6 +433,7 @@ def inputs(built: Built, opts: RunOptions, name: str) -> dict:
     d = opts.decode
     return {
         "depths": d.depths,
+        "pp_depths": d.pp_depths,
         "n_prompt": d.n_prompt,
         "n_gen": d.n_gen,
         "ubatch": d.ubatch,
@@ -329,14 +445,14 @@ def inputs(built: Built, opts: RunOptions, name: str) -> dict:
 
 
 def reparse(bundle: Bundle, old: Step, bins: list[Bins]) -> Step:
-    d = old.data
+    d = DecodeResult.from_dict(old.data)
     return run_decode(
         bundle,
         bins,
-        model=Path(d["model_path"]),
-        model_info=d["model"],
-        args=d.get("args", []),
-        timing=DecodeTiming.from_data(d),
+        model=Path(d.model_path),
+        model_info=d.model,
+        argvs=d.argvs or [[]],
+        timing=DecodeTiming.from_data(old.data),
     )
 
 

@@ -21,7 +21,10 @@ CONFIDENCE = 0.95  # the coverage asked for; the one reached is reported (ci_lev
 
 # verdicts: what a ratio says against the A/A noise floor band [1 - floor, 1 + floor]
 SAME, FASTER, SLOWER, AMBIGUOUS = "same", "faster", "slower", "ambiguous"
-VERDICTS = (SAME, FASTER, SLOWER, AMBIGUOUS)
+# a cell whose own A/A floor is above the largest floor a verdict may stand on, or whose interval straddles its
+# band after its budget; and one whose interval cannot reach the stated coverage (CONFIDENCE) at its sample count
+NOISY, TOO_FEW = "noisy", "too few samples"
+VERDICTS = (SAME, FASTER, SLOWER, AMBIGUOUS, NOISY, TOO_FEW)
 _OLD_VERDICTS = {"no measurable change": SAME, "faster": FASTER, "slower": SLOWER}
 
 
@@ -102,6 +105,34 @@ def verdict(r: Ratio, floor: float, *, higher_is_better: bool = False) -> str:
         below = r.ci_high < lo_band
         return SLOWER if below == higher_is_better else FASTER
     return AMBIGUOUS
+
+
+def min_samples(confidence: float = CONFIDENCE) -> int:
+    """The fewest samples a side whose ratio interval reaches `confidence` (95 %: 4; 3 a side give 90 %)."""
+    n = 1
+    while 1.0 - 2.0 * u_cdf(0, n, n) < confidence:
+        n += 1
+    return n
+
+
+def cell_floor(aa: Ratio) -> float:
+    """A cell's own A/A floor: how far two copies of one binary can differ at this cell's sample count, the
+    edge of the A/A ratio's interval farthest from 1 (never the point estimate alone)."""
+    return float(max(abs(aa.ratio - 1.0), abs(aa.ci_low - 1.0), abs(aa.ci_high - 1.0)))
+
+
+def cell_verdict(
+    r: Ratio, floor: float, *, max_floor: float, higher_is_better: bool = False, confidence: float = CONFIDENCE
+) -> str:
+    """A matrix cell's verdict against its own floor: 'too few samples' when its interval's exact coverage is
+    below `confidence`; 'noisy' when its floor is above `max_floor` (0: no limit) or its interval straddles a
+    band edge (it could not settle in its budget); else verdict()'s same / faster / slower."""
+    if r.ci_level is None or r.ci_level < confidence - 1e-12:
+        return TOO_FEW
+    if max_floor and floor > max_floor:
+        return NOISY
+    v = verdict(r, floor, higher_is_better=higher_is_better)
+    return NOISY if v == AMBIGUOUS else v
 
 
 def normalize_verdict(v: str) -> str:

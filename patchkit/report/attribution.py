@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import patchkit.report.intervals as intervals
 from patchkit.measure import stats
-from patchkit.report.decode import tests_of
+from patchkit.report.decode import per_cell, tests_of
 from patchkit.report.evidence import (
     Attribution,
     AttributionMissing,
@@ -96,6 +96,11 @@ def _decode_rows(de: DecodeRun, pid: str, a: str, b: str) -> list[AttributionRow
         else:
             rr = stats.ratio(xa.samples_ts, xb.samples_ts)
             verdict, how = _throughput_verdict(rr), "computed"
+            floor = xb.ratio.interval.get("floor") if xb.ratio is not None else None
+            if floor is not None:  # issue 36: the cell's own floor, and its minimum of samples
+                cap = float((m.timing or {}).get("max_floor") or 0.0)
+                verdict = stats.cell_verdict(rr, float(floor), max_floor=cap, higher_is_better=True)
+        matrix = per_cell(m) and xb.n_prompt and xb.n_ubatch
         out.append(
             _row(
                 de.gpu,
@@ -103,7 +108,7 @@ def _decode_rows(de: DecodeRun, pid: str, a: str, b: str) -> list[AttributionRow
                 a,
                 b,
                 "decode",
-                xb.test,
+                f"{xb.test}, ub {xb.n_ubatch}" if matrix else xb.test,
                 (xa.median, xb.median, len(xa.samples_ts), len(xb.samples_ts)),
                 rr,
                 verdict,

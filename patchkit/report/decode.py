@@ -12,6 +12,7 @@ from typing import Any
 
 import patchkit.report.intervals as intervals
 from patchkit.measure import clocks
+from patchkit.measure import model as model_mod
 from patchkit.report.evidence import Decode, DecodeData, DecodeRatio, DecodeRow, DecodeRun, Evidence
 from patchkit.report.fmt import (
     DASH,
@@ -95,7 +96,7 @@ def _data(run: RunView, d: dict[str, Any]) -> DecodeData:
     return DecodeData(
         model=d.get("model") or {},
         model_path=d.get("model_path"),
-        args=[str(a) for a in d.get("args") or []],
+        argvs=[[str(a) for a in argv] for argv in d.get("argvs") or []],
         rounds=d.get("rounds"),
         rows=[x for x in rows if x.variant not in hidden],
         vs_base=[v for v in ratios if v.variant not in hidden],
@@ -151,6 +152,8 @@ def _model_cell(x: DecodeRow, m: DecodeData) -> str:
     Runs before issue 27 show the cell as recorded."""
     if not x.model_type:
         return model_short(m)
+    if per_cell(m) and (lab := model_mod.label(m.model)):  # issue 36: from the model's description
+        return lab
     n = m.model.get("n_params")
     if m.noise_floor is not None and "?B" in str(x.model_type) and n:
         return f"{x.model_type}, {n / 1e9:.2f}B params"
@@ -190,7 +193,15 @@ def _ts(x: DecodeRow | None) -> str:
 def _speedup(r: DecodeRatio | None) -> list[str]:
     if r is None:
         return [DASH, DASH]
-    return [f"{num(r.ratio, 'ratio')} {interval(r.ci_low, r.ci_high, 'ratio')}", verdict_word(r.verdict)]
+    word = verdict_word(r.verdict)
+    if r.interval.get("floor") is not None:  # issue 36: the cell's own A/A floor
+        word += f" (floor {pct(100 * float(r.interval['floor']))})"
+    return [f"{num(r.ratio, 'ratio')} {interval(r.ci_low, r.ci_high, 'ratio')}", word]
+
+
+def per_cell(m: DecodeData) -> bool:
+    """Verdicts against each cell's own A/A floor (runs since issue 36)."""
+    return any(v.interval.get("floor") is not None for v in m.vs_base) or any("floor" in a for a in m.aa)
 
 
 def _rows(e: DecodeRun, m: DecodeData, order: list[str], base: str, kv: bool) -> list[list[str]]:
@@ -220,7 +231,11 @@ def _captions(have: list[tuple[DecodeRun, DecodeData]], base: str, kv: bool, mul
     if entries:
         out.append("Speedup intervals: " + intervals.caption(entries, [len(x.samples_ts) for x in rows]) + ".")
         floors = [m.noise_floor for _, m in have if m.noise_floor is not None]
-        out.append("Verdicts: " + intervals.verdict_caption(entries, max(floors) if floors else None, base=base) + ".")
+        if any(per_cell(m) for _, m in have):
+            out.append(_cell_caption(have, base))
+        else:
+            cap = intervals.verdict_caption(entries, max(floors) if floors else None, base=base)
+            out.append("Verdicts: " + cap + ".")
     if not kv:
         kvs = sorted({f"{x.type_k}/{x.type_v}" for x in rows})
         out.append(f"K/V cache: {', '.join(kvs)} in every test.")
@@ -237,20 +252,42 @@ def _captions(have: list[tuple[DecodeRun, DecodeData]], base: str, kv: bool, mul
                 f"an A/A copy of {base} ({m.rounds_run} run); a test settled at a relative noise of at most "
                 f"{pct(100 * float(t['max_noise']))} of every binary's t/s samples."
             )
-        if m.args and m.timing:
-            out.append(pre + "llama-bench arguments: " + code(" ".join(portable_args(m.args))) + ".")
-        elif m.args:
+        shown = "; ".join(code(" ".join(portable_args(a))) for a in m.argvs)
+        n = len(m.argvs)
+        each = "llama-bench arguments: " if n < 2 else f"llama-bench arguments ({n} processes a round): "
+        if m.argvs and m.timing:
+            out.append(pre + each + shown + ".")
+        elif m.argvs:
             rounds = f"; {plural(int(m.rounds), 'interleaved round')}" if m.rounds else ""
-            out.append(pre + "llama-bench arguments: " + code(" ".join(portable_args(m.args))) + rounds + ".")
+            out.append(pre + each + shown + rounds + ".")
         if e.status in ("fail", "error"):
             out.append(pre + "step result: " + state_label(e.status, e.reason))
     return out
+
+
+def _cell_caption(have: list[tuple[DecodeRun, DecodeData]], base: str) -> str:
+    """How a cell's verdict is reached against its own floor (issue 36), said once."""
+    caps = sorted({float(m.timing.get("max_floor") or 0) for _, m in have if m.timing})
+    cap = f"above {', '.join(pct(100 * c) for c in caps)}" if any(caps) else "with no limit set"
+    return (
+        f"Verdicts per cell, against the cell's own A/A floor (in brackets: the edge of the interval of "
+        f"t/s({base}'s copy) / t/s({base}) farthest from 1, at the cell's samples): 'same' when the speedup's "
+        f"interval lies inside [1 - floor, 1 + floor], 'faster' or 'slower' when it lies wholly outside; 'noisy' "
+        f"when it straddles an edge of that band after the cell's rounds, or the floor is {cap} (max-floor); "
+        f"'too few samples' when the interval's exact coverage is below 95 % (fewer than 4 samples a side)."
+    )
 
 
 def _aa_lines(m: DecodeData) -> list[str]:
     """The A/A floor and each test's A/A ratio (runs with an A/A copy of base only)."""
     if m.noise_floor is None:
         return []
+    if per_cell(m):
+        fl = [float(a["floor"]) for a in m.aa if "floor" in a]
+        span = f"{pct(100 * min(fl))} to {pct(100 * max(fl))}" if fl else DASH
+        lab = code(m.aa_label or "base#2")
+        line = f"A/A floors per cell ({lab} against base, {len(fl)} cells): {span}"
+        return [line + ".", *([c] if (c := clocks.summary(m.clocks)) else [])]
     each = ", ".join(f"{a['test']} {num(a['ratio'], 'ratio')}" for a in m.aa)
     lab = code(m.aa_label or "base#2")
     line = f"A/A noise floor {pct(100 * float(m.noise_floor))}: the largest |t/s({lab}) / t/s(base) - 1| ({each})"
@@ -274,6 +311,10 @@ def _gist(have: list[tuple[DecodeRun, DecodeData]], order: list[str]) -> str:
     shown = ", ".join(tests[:6]) + (", ..." if len(tests) > 6 else "")
     s = f"llama-bench: {plural(len(tests), 'test')} ({shown}) x {plural(len(variants), 'variant')}"
     floors = sorted({m.noise_floor for _, m in have if m.noise_floor is not None})
+    if any(per_cell(m) for _, m in have):
+        words = [verdict_word(v.verdict) for _, m in have for v in m.vs_base]
+        counts = ", ".join(f"{words.count(w)} {w}" for w in dict.fromkeys(sorted(words)))
+        return s + (f"; per-cell verdicts: {counts}" if counts else "")
     return s + (f"; A/A noise floor {', '.join(pct(100 * f) for f in floors)}" if floors else "")
 
 
@@ -291,7 +332,8 @@ def markdown(ev: Evidence, multi: bool) -> list[Block]:
     for e, m in have:
         logs += e.logs
         rows += _rows(e, m, order, base, kv)
-    header = ["GPU", "Model", "Microbatch", "Test", *(["K/V"] if kv else [])]
+    cpu = all(e.gpu.startswith("CPU only") for e, _ in have)  # a CPU run's column names the CPU, no GPU words
+    header = ["CPU" if cpu else "GPU", "Model", "Microbatch", "Test", *(["K/V"] if kv else [])]
     header += [f"t/s {base}"] if len(order) == 1 else ["variant", f"t/s {base}", "t/s variant", "Speedup", "verdict"]
     inner = [table(header, rows), logs_line(logs), *[text(c) for c in _captions(have, base, kv, multi)]]
     prefixes = {r.gpu: r.log_prefix for r in ev.runs}
@@ -299,6 +341,8 @@ def markdown(ev: Evidence, multi: bool) -> list[Block]:
         inner += compare_lines(multi, e.gpu, prefixes.get(e.gpu, ""), m.upstream_db, upstreamdb.LLAMA_BENCH)
     if ev.plot:
         inner.append(text(f"![decode t/s by depth]({ev.plot})"))
+    if ev.plot_ubatch:
+        inner.append(text(f"![pp speedup by micro-batch]({ev.plot_ubatch})"))
     return [*out, details(_gist(have, order), inner)]
 
 
@@ -315,8 +359,8 @@ def not_tested(runs: list[RunView], ev: Evidence) -> list[Missing]:
         if de.measured and rows:
             depths = sorted({x.depth for x in rows})
             out.append(Missing("coverage", i, f"Decode on {r.gpu}: depths {', '.join(str(d) for d in depths)} only."))
-            wanted = _arg(de.measured.args, "-d")
-            lack_d = [d for d in (wanted or "").split(",") if d.strip().isdigit() and int(d) not in depths]
+            wanted = ",".join(_arg(a, "-d") or "" for a in de.measured.argvs)
+            lack_d = sorted({d for d in wanted.split(",") if d.strip().isdigit() and int(d) not in depths}, key=int)
             if lack_d:
                 out.append(
                     Missing("coverage", i, f"Decode on {r.gpu}: requested depths with no result: {', '.join(lack_d)}.")

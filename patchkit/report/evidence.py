@@ -347,7 +347,7 @@ class DecodeRatio:
 class DecodeData:
     model: dict[str, Any]
     model_path: Any
-    args: list[str]
+    argvs: list[list[str]]  # one per llama-bench process of a round
     rounds: Any
     rows: list[DecodeRow]
     vs_base: list[DecodeRatio]
@@ -469,6 +469,7 @@ class Evidence:
     not_tested: list[str] = field(default_factory=list)
     missing_logs: list[str] = field(default_factory=list)
     plot: str | None = None
+    plot_ubatch: str | None = field(default=None, metadata=OMITTED)  # the matrix's speedup by micro-batch
     report_schema: int = REPORT_SCHEMA
 
     def __getattr__(self, name: str) -> Any:

@@ -1,5 +1,6 @@
-"""The decode plot: t/s against depth, one line per variant (and per GPU when runs are merged), error
-bars from the stored 95 % interval. Matplotlib's object API with the Agg canvas (no pyplot, no global
+"""The decode plots: t/s against depth, one line per variant (and per GPU when runs are merged), error
+bars from the stored 95 % interval; and for the llama-bench matrix the pp speedup against the micro-batch
+size, one line per variant and depth. Matplotlib's object API with the Agg canvas (no pyplot, no global
 state), the default style, and no 'Software' metadata, so the same data give the same PNG bytes."""
 
 from __future__ import annotations
@@ -46,6 +47,60 @@ def decode_series(ev: Evidence) -> list[dict[str, Any]]:
                 }
             )
     return out
+
+
+def ubatch_series(ev: Evidence) -> list[dict[str, Any]]:
+    """Speedup against base by micro-batch, one series per variant and depth (and GPU when merged), of the
+    pp tests measured at two or more micro-batch sizes (the reviewer's matrix); empty otherwise."""
+    out = []
+    rank = {v: i for i, v in enumerate(ev.variants)}
+    for e in ev.decode.runs:
+        m = e.measured
+        rows = [x for x in (m.rows if m else []) if x.ratio is not None and x.n_prompt and not x.n_gen and x.n_ubatch]
+        if len({x.n_ubatch for x in rows}) < 2:
+            continue
+        groups: dict[tuple, list[DecodeRow]] = {}
+        for x in rows:
+            groups.setdefault((x.variant, x.depth, x.test.split(" @ ")[0]), []).append(x)
+        for (v, depth, test), xs in sorted(groups.items(), key=lambda kv: (rank.get(kv[0][0], len(rank)), kv[0][1])):
+            xs = sorted(xs, key=lambda x: int(x.n_ubatch))
+            label = (f"{e.gpu}: " if ev.multi else "") + f"{v}, {test} at depth {depth}"
+            out.append(
+                {
+                    "label": label,
+                    "ubatch": [int(x.n_ubatch) for x in xs],
+                    "median": [float(x.ratio.ratio) for x in xs],  # type: ignore[union-attr]
+                    "ci_low": [float(x.ratio.ci_low) for x in xs],  # type: ignore[union-attr]
+                    "ci_high": [float(x.ratio.ci_high) for x in xs],  # type: ignore[union-attr]
+                }
+            )
+    return out
+
+
+def speedup_png(series: list[dict[str, Any]], *, title: str = "Prompt processing speedup by micro-batch") -> bytes:
+    """Speedup (variant / base t/s, its interval as error bars) against the micro-batch size, log2 axis."""
+    with (
+        matplotlib.style.context("default"),
+        matplotlib.rc_context({"svg.hashsalt": "patchkit", "path.simplify": True}),
+    ):
+        fig = Figure(figsize=(7.0, 4.2), dpi=100)
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+        for s in series:
+            lo = [max(m - a, 0.0) for m, a in zip(s["median"], s["ci_low"])]
+            hi = [max(b - m, 0.0) for m, b in zip(s["median"], s["ci_high"])]
+            ax.errorbar(s["ubatch"], s["median"], yerr=[lo, hi], marker="o", capsize=3, label=s["label"])
+        ax.axhline(1.0, color="grey", linewidth=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("micro-batch size (llama-bench -ub)")
+        ax.set_ylabel("speedup vs base (t/s ratio, interval)")
+        ax.set_title(title)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize="small")
+        fig.tight_layout()
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", metadata={"Software": None})
+    return buf.getvalue()
 
 
 def decode_png(series: list[dict[str, Any]], *, title: str = "Decode throughput by depth") -> bytes:

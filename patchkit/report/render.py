@@ -22,6 +22,7 @@ from patchkit.results import Bundle
 from patchkit.workspace import write_atomic
 
 PLOT_FILE = "decode.png"
+UBATCH_PLOT_FILE = "decode-ubatch.png"  # the matrix's speedup by micro-batch (runs with two or more -ub)
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 FORMATS = ("md", "json")
 
@@ -101,6 +102,9 @@ def render(
         if png is not None:
             write_atomic(Path(out_dir) / PLOT_FILE, png)
             ev.plot = PLOT_FILE
+        if series := plot.ubatch_series(ev):
+            write_atomic(Path(out_dir) / UBATCH_PLOT_FILE, plot.speedup_png(series))
+            ev.plot_ubatch = UBATCH_PLOT_FILE
     return ev.to_json() if fmt == "json" else render_markdown(ev, sweep)
 
 

@@ -15,7 +15,7 @@ from patchkit.report.numerics import pair_result
 from patchkit.report.occupancy import summary_line as occupancy_line
 from patchkit.report.test import new_failures, passed
 
-ORDER = ("faster", "slower", "ambiguous", "same", "no change")
+ORDER = ("faster", "slower", "ambiguous", "noisy", "too few samples", "same", "no change")
 RANGED = ("faster", "slower", "ambiguous")  # categories shown with the range of their ratios
 
 

@@ -12,6 +12,9 @@ tested on a step of a committed example (tests/unit/test_upgrade.py).
     2 -> 3  `numerics` is measure.numerics.NumericsResult: its model carries its `label` (model.label: the
             synthetic model's shape) and `text` says where its text came from (older runs: '', the prompts'
             words repeated, not real text: their reports render as before); generations may carry `first_diff_token`.
+            `bench:decode` is the llama-bench matrix (issue 36): several processes a round, so its arguments are
+            `argvs` (one list per process; an older run's `args` is its one process); ratios carry each cell's
+            floor from then on (an older run's verdicts stand on its one floor, `noise_floor`).
 """
 
 from __future__ import annotations
@@ -70,6 +73,9 @@ def update_to_3(name: str, step: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         data["model"] = model
         data.setdefault("text", "")  # '': the prompts' words repeated (not real text); its report as it was
         step = {**step, "data": data}
+    if name == "bench:decode" and isinstance(data, dict) and "argvs" not in data:
+        args = data.pop("args", None)
+        data["argvs"] = [list(args)] if isinstance(args, list) else []
     return name, step
 
 

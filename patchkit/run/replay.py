@@ -60,7 +60,7 @@ def reparse_step(bundle: Bundle, name: str, recipe: Recipe | None = None) -> Ste
     with bundle.replaying(old):
         step = kind.reparse(bundle, old, bins)
     step.seconds = old.seconds  # the measured wall time of the original run
-    for key in ("args", "model_path", "launch_count", "inputs"):
+    for key in ("args", "argvs", "model_path", "launch_count", "inputs"):
         if key in old.data:
             step.data[key] = old.data[key]
     return step

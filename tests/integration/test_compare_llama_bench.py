@@ -145,3 +145,25 @@ def test_test_backend_ops_cpu_fixture_against_itself(script, tmp_path):
     _check_test_backend_ops(script, db, mapping, runs, tmp_path, n_cases=3)
     _, rows = _compare(script, db, TEST_BACKEND_OPS, "base____", "base.aa2", tmp_path)
     assert [row[-1] for row in rows] == ["1.00"] * 3
+
+
+def test_llama_bench_cpu_matrix_prints_the_microbatch_column(script, tmp_path):
+    """The decode matrix's pp process (pp16 at micro-batches 16, 4, 1 at depths 0 and 256: matrix_argvs on the
+    CPU profile) of two real runs of one binary: the script prints every cell, one row per micro-batch and
+    depth, with its "Microbatch size" column, and each speedup is the cell's own."""
+    runs = {
+        lab: parsers.parse_llama_bench_json((FIX / f).read_text(), f)
+        for lab, f in (("base", "bench_matrix_pp_base.json"), ("base#2", "bench_matrix_pp_copy.json"))
+    }
+    db = tmp_path / upstreamdb.LLAMA_BENCH_DB
+    mapping = upstreamdb.write_llama_bench_db(db, runs)
+    labs = list(mapping)
+    header, rows = _compare(script, db, LLAMA_BENCH, labs[0], labs[1], tmp_path)
+    assert "Microbatch size" in header and header[-4:] == ["Test", f"t/s {labs[0]}", f"t/s {labs[1]}", "Speedup"]
+    ub = header.index("Microbatch size")
+    cells = {(int(r[ub]), r[-4]) for r in rows}
+    assert cells == {(u, t) for u in (16, 4, 1) for t in ("pp16", "pp16@d256")} and len(rows) == 6
+    ts = {lab: {(r.n_ubatch, _test_name(r)): r.avg_ts for r in recs} for lab, recs in runs.items()}
+    for r in rows:
+        b, c = ts["base"][(int(r[ub]), r[-4])], ts["base#2"][(int(r[ub]), r[-4])]
+        assert _near(r[-3], b) and _near(r[-2], c) and _near(r[-1], c / b), r

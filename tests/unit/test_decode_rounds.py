@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import options
+from patchkit import options, parsers
 from patchkit.measure import decode, stats
 from patchkit.results import Bundle
 from patchkit.run import replay
@@ -75,5 +75,80 @@ def test_a_test_settles_when_every_binary_is_quiet_and_old_runs_keep_one_round_a
 
 def test_a_later_round_runs_only_the_open_depths():
     args = ["-m", "x.gguf", "-d", "0,32768,122880", "-r", "2"]
-    assert decode._with_depths(args, [122880]) == ["-m", "x.gguf", "-d", "122880", "-r", "2"]
+    assert decode._with(args, "-d", [122880]) == ["-m", "x.gguf", "-d", "122880", "-r", "2"]
     assert args[3] == "0,32768,122880"
+
+
+def test_each_cell_is_judged_against_its_own_floor_and_noisy_above_the_largest(tmp_path):
+    """issue 36 / 34: a floor per cell (its A/A interval's farthest edge), never one noisy test's for all;
+    a cell whose floor is above max-floor is 'noisy' and the summary counts it apart."""
+    t = {"min_rounds": 2, "max_rounds": 2, "max_noise": 0.0, "max_seconds": 0.0, "aa": True, "per_cell": True}
+    run, d = _run(tmp_path, {**t, "max_floor": 1e-6})
+    rows = {(r["variant"], r["test"]): r for r in d["rows"]}
+    floors = {}
+    for a in d["aa"]:
+        rr = stats.ratio(rows[("base", a["test"])]["samples_ts"], rows[("+0001", a["test"])]["samples_ts"])
+        assert a["floor"] == pytest.approx(stats.cell_floor(rr)) and a["floor"] > 1e-6
+        floors[a["test"]] = a["floor"]
+    assert len(set(floors.values())) == len(floors) == 4  # four cells, four floors
+    assert d["noise_floor"] == pytest.approx(max(floors.values()))
+    for v in d["vs_base"]:
+        assert v["floor"] == floors[v["test"]] and v["verdict"] == stats.NOISY
+    md = render(run)
+    dec = section(md, "### Decode")
+    assert "A/A floors per cell (`base#2` against base, 4 cells)" in dec
+    assert dec.count("noisy (floor ") == 4 and "per-cell verdicts: 4 noisy" in dec
+    assert "4 noisy" in section(md, "## Summary") or "4 noisy" in md.split("### Decode")[0]
+
+
+def test_the_matrix_prefills_each_depth_once_a_process_largest_micro_batch_first():
+    kw = {"type_k": "q4_0", "type_v": "q4_0", "repetitions": 2, "threads": 0, "ngl": 99, "extra": ()}
+    argvs = decode.matrix_argvs(
+        Path("m.gguf"), depths=(0, 32768, 122880), pp_depths=(0, 4096, 32768), n_prompt=(512,), n_gen=(32,),
+        ubatch=(1, 2, 512), **kw,
+    )  # fmt: skip
+
+    def at(a, flag):
+        return a[a.index(flag) + 1] if flag in a else ""
+
+    got = [(at(a, "-p"), at(a, "-n"), at(a, "-d"), at(a, "-ub")) for a in argvs]
+    assert got == [
+        ("512", "0", "0,4096", "512,2,1"),
+        ("512", "0", "32768", "512,2,1"),
+        ("0", "32", "0,32768,122880", ""),
+    ]
+    one = decode.matrix_argvs(
+        Path("m.gguf"), depths=(0, 4096), pp_depths=(), n_prompt=(0,), n_gen=(32,), ubatch=(), **kw
+    )
+    assert len(one) == 1 and one[0][one[0].index("-d") + 1] == "0,4096"  # no pp tests: one process as before
+
+
+def test_a_later_round_runs_a_process_only_for_its_open_cells():
+    st = decode._State()
+    k = decode.IDENTITY.index("n_depth"), decode.IDENTITY.index("n_ubatch")
+
+    def ident(depth, ub):
+        x = [None] * len(decode.IDENTITY)
+        x[k[0]], x[k[1]] = depth, ub
+        return tuple(x)
+
+    argv = ["-p", "512", "-n", "0", "-d", "0,32768", "-ub", "512,4,1"]
+    for depth in (0, 32768):
+        for ub in (512, 4, 1):
+            st.rounds[ident(depth, ub)], st.group[ident(depth, ub)] = 1, 0
+            st.stop[ident(depth, ub)] = "settled" if (depth, ub) != (32768, 4) else None
+    st.stop = {i: s for i, s in st.stop.items() if s}
+    assert decode._argv_of(2, 0, argv, st) == ["-p", "512", "-n", "0", "-d", "32768", "-ub", "4"]
+    assert decode._argv_of(2, 1, argv, st) is None and decode._argv_of(1, 1, argv, st) == argv
+
+
+def test_recorded_matrix_process_prefills_its_depth_once_and_gives_a_cell_per_micro_batch():
+    """The premise of matrix_argvs on llama-bench's real output (tests/fixtures/cpu/bench_matrix_pp_base.*):
+    one process of pp16 at -ub 16,4,1 and -d 0,256 prefills depth 256 once, later tests restore it, and every
+    (micro-batch, depth) is its own cell (identity)."""
+    progress = (FIX / "bench_matrix_pp_base.progress.txt").read_text().splitlines()
+    depth_runs = [ln for ln in progress if "depth run" in ln]
+    assert len(depth_runs) == 6 and [ln for ln in depth_runs if "(cached)" not in ln] == [depth_runs[0]]
+    recs = parsers.parse_llama_bench_json((FIX / "bench_matrix_pp_base.json").read_text(), "base")
+    assert [(r.n_ubatch, r.n_depth) for r in recs] == [(u, d) for u in (16, 4, 1) for d in (0, 256)]
+    assert len({decode.identity(r) for r in recs}) == 6

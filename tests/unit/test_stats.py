@@ -180,3 +180,39 @@ def test_relative_noise_is_nvbench_stdev_over_mean():
     assert stats.rel_noise([10.0, 10.0, 10.0]) == 0.0
     assert stats.rel_noise([9.0, 10.0, 11.0]) == pytest.approx(0.1)  # stdev 1 (n-1), mean 10
     assert math.isinf(stats.rel_noise([10.0]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-cell verdicts (issue 36): each cell's own A/A floor, a minimum of samples for the stated coverage
+
+
+def test_the_fewest_samples_for_95_percent_are_4_a_side_and_3_give_90():
+    assert stats.min_samples() == 4 and stats.min_samples(0.9) == 3
+    assert stats.ratio([1, 2, 3, 4], [1, 2, 3, 4]).ci_level >= 0.95 > stats.ratio([1, 2, 3], [1, 2, 3]).ci_level
+
+
+def test_two_samples_a_side_are_too_few_whatever_the_ratio():
+    """issue 34: 'faster' from 2 samples a side at 66.7 % coverage."""
+    r = stats.ratio([100.0, 101.0], [150.0, 151.0])
+    assert r.ci_level == pytest.approx(2 / 3)
+    assert stats.verdict(r, 0.01, higher_is_better=True) == stats.FASTER  # the old rule
+    assert stats.cell_verdict(r, 0.01, max_floor=0.03, higher_is_better=True) == stats.TOO_FEW
+
+
+def test_a_cell_is_noisy_above_the_largest_floor_or_when_it_straddles_its_band():
+    """issue 34: 'same' against an A/A floor of 90 %: above max-floor a cell is noisy, never same."""
+    ref = [100.0, 100.5, 99.5, 100.2]
+    same = stats.ratio(ref, [100.1, 100.3, 99.8, 100.0])
+    assert stats.cell_verdict(same, 0.9, max_floor=0.03) == stats.NOISY
+    assert stats.cell_verdict(same, 0.02, max_floor=0.03) == stats.SAME
+    assert stats.cell_verdict(same, 0.9, max_floor=0.0) == stats.SAME  # no limit set
+    edge = stats.ratio(ref, [101.0, 101.5, 100.5, 102.0])  # interval straddles 1 + 0.01
+    assert stats.verdict(edge, 0.01) == stats.AMBIGUOUS
+    assert stats.cell_verdict(edge, 0.01, max_floor=0.03) == stats.NOISY
+    fast = stats.ratio(ref, [120.0, 121.0, 119.0, 120.5])
+    assert stats.cell_verdict(fast, 0.02, max_floor=0.03, higher_is_better=True) == stats.FASTER
+
+
+def test_a_cells_floor_is_its_aa_intervals_farthest_edge():
+    aa = stats.Ratio(ratio=1.01, ci_low=0.97, ci_high=1.02, ci_level=0.97)
+    assert stats.cell_floor(aa) == pytest.approx(0.03)

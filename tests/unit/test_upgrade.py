@@ -78,3 +78,16 @@ def test_a_step_under_both_names_keeps_each():
     both = {"kernel-path": {"name": "kernel-path", "data": {"a": 1}}, "bench:path": {"name": "bench:path", "data": {}}}
     got = upgrade(both)
     assert got["kernel-path"] == both["kernel-path"] and got["bench:path"]["data"] == {}
+
+
+def test_a_decode_step_before_the_matrix_keeps_its_one_process_and_renders(tmp_path):
+    """format 2 -> 3: `args` becomes `argvs` (one process), the markdown report is the example's byte for byte."""
+    run = _copy(EXAMPLES / "h200-readme" / "cold", tmp_path / "cold")
+    stored = json.loads((run / "results.json").read_text())["steps"]["bench:decode"]
+    assert stored["format"] == 2 and "argvs" not in stored["data"]
+    data = Bundle.open(run).step("bench:decode").data
+    assert data["argvs"] == [stored["data"]["args"]] and "args" not in data
+    (tmp_path / "o").mkdir()
+    md = report.render([Bundle.open(run)], "md", tmp_path / "o")
+    assert (EXAMPLES / "h200-readme" / "cold" / "report.md").read_text() == md
+    assert "per-cell" not in md and "llama-bench arguments: `" in md
