@@ -66,6 +66,7 @@ def _cpu(e: dict) -> str | None:
 
 HW_FIELDS: list[tuple[str, Callable[[dict], Any]]] = [
     ("GPU", lambda e: _get(e, "gpu", "name")),
+    ("machine", lambda e: e.get("derived")),  # an import without --env: what its logs named
     ("compute capability", lambda e: _get(e, "gpu", "cc")),
     ("SMs", lambda e: _get(e, "gpu", "sm_count")),
     ("shared memory per SM", lambda e: _unit(_get(e, "gpu", "smem_per_sm_kb"), "KB")),
