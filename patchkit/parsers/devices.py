@@ -58,3 +58,24 @@ def _bench_devices(text: str) -> list[Device]:
     if found.get("cpu_info") and found.get("backends", "CPU") == "CPU":
         return [Device("CPU", found["cpu_info"])]
     return []
+
+
+_SYSTEM_INFO_RE = re.compile(r"system_info: (.*)$", re.M)
+_ITEM_RE = re.compile(r"^(?:(?P<section>[A-Za-z0-9_]+) : )?(?P<key>[A-Za-z0-9_]+) = (?P<val>\S+)$")
+
+
+def cpu_features(text: str) -> tuple[str, ...]:
+    """The CPU features a llama.cpp binary was built with, as its first `system_info:` line prints them
+    (`... | CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | ... |`): the CPU section's keys set to 1, in order."""
+    m = _SYSTEM_INFO_RE.search(strip_ansi(text))
+    if not m:
+        return ()
+    out, section = [], ""
+    for item in (s.strip() for s in m.group(1).split("|")):
+        im = _ITEM_RE.match(item)
+        if not im:
+            continue
+        section = im.group("section") or section
+        if section == "CPU" and im.group("val") == "1":
+            out.append(im.group("key"))
+    return tuple(out)
