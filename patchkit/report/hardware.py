@@ -14,6 +14,7 @@ from patchkit.report.prose import related
 from patchkit.report.runview import RunView
 from patchkit.run import timeline
 
+GPU_TOOLKIT_KEYS = ("cuda",)  # env.json keys of a GPU toolkit (measure/env.py): not shown for a CPU build
 BASE_KEYS = ("key", "ref", "commit", "route", "upstream", "upstream_verified", "sdist_file", "sdist_sha256")
 # "provenance" (what a git-route base is, in words: patchkit.source) only where the run recorded one
 
@@ -24,7 +25,7 @@ def _cpu_run_env(run: RunView) -> dict[str, Any] | None:
     env = run.env or None
     if env is None or backends.device_needs_gpu(run.data.get("backend")):
         return env
-    env = {k: v for k, v in env.items() if k != "cuda"}
+    env = {k: v for k, v in env.items() if k not in GPU_TOOLKIT_KEYS}
     for log in sorted(run.bundle.raw.glob("gen-*.log")) if run.bundle.raw.is_dir() else []:
         feats = cpu_features(log.read_text(encoding="utf-8", errors="replace"))
         if feats:

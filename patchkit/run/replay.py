@@ -103,6 +103,11 @@ def _env_from_logs(req: ImportRequest, texts: list[str]) -> dict:
     ran = [d for t in texts for d in devices_run(t)]
     gpus = [d for d in ran if d.name != backends.CPU.device and (d.name or backend.needs_gpu)]
     note = "derived from the imported logs (no --env)"
+    if gpus and not backend.needs_gpu:
+        raise ResultsError(
+            f"import: --backend {req.backend} but the logs ran on {gpus[0].name} ({gpus[0].description}): "
+            f"give --backend {backends.CUDA.name}"
+        )
     if gpus:
         gpu = {"name": gpus[0].description, **({"cc": gpus[0].cc} if gpus[0].cc else {})}
         return {"gpu": gpu, "derived": note}

@@ -80,6 +80,12 @@ def test_cpu_logs_imported_as_cuda_are_refused_before_anything_is_written(tmp_pa
         "patchkit: error: import: --backend cuda but the logs ran on CPU (AMD EPYC) only: give --backend cpu\n",
     )
     assert not (tmp_path / "w").exists()
+    rc, _, err = _import(tmp_path / "w", "--backend", "cpu", f"--log=base={H200 / 'raw' / 'test-flash_attn-base.log'}")
+    assert (rc, err) == (
+        2,
+        "patchkit: error: import: --backend cpu but the logs ran on CUDA0 (NVIDIA H200): give --backend cuda\n",
+    )
+    assert not (tmp_path / "w").exists()
 
 
 # -- import of a variant or suite the recipe lacks (was: accepted and rendered passed)
