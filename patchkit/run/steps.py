@@ -223,7 +223,8 @@ def check_instances(names: tuple[str, ...], what: str, recipe: Recipe, opts: Run
             continue
         known = set(kind.names(recipe, opts)) | ({f"test:{s}" for s in recipe.suites} if kind.name == "test" else set())
         if n not in known:
-            raise OptionError(f"{what} {n}: the recipe {recipe.name} makes no such step{_hint(n, known)}")
+            hint = _hint(n, known) if known else f" (this run makes no {kind.name} step)"
+            raise OptionError(f"{what} {n}: the recipe {recipe.name} makes no such step{hint}")
 
 
 def bench_steps() -> dict[str, tuple[str, ...]]:

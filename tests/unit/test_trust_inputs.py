@@ -156,3 +156,14 @@ def test_a_failed_tool_s_tail_in_a_reason_has_no_escape_codes(tmp_path):
     why = failure_with_tail(done, None)
     assert "\x1b" not in why and "[1;32m" not in why, why
     assert why.endswith("2/2 backends passed | OK"), why
+
+
+def test_a_skip_of_a_check_instance_is_checked_against_the_run_s_archs(tmp_path):
+    w = str(tmp_path / "w")
+    rc, _, err = _run_cli("run", "--work", w, "--offline", "--check-arch", "89", "--skip", "check:cuda-89")
+    assert rc == 2 and "--skip" not in err and "offline" in err, err
+    rc, _, err = _run_cli("run", "--work", w, "--offline", "--check-arch", "89", "--skip", "check:cuda-86")
+    assert err == (
+        "patchkit: error: --skip check:cuda-86: the recipe seed-fattn makes no such step "
+        "(did you mean 'check:cuda-89'?)\n"
+    )
