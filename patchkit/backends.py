@@ -73,3 +73,9 @@ def device(name: str | None) -> str:
     """The test-backend-ops device of a backend named in stored results: the CPU's for a name that is
     not a backend (results of older code)."""
     return BACKENDS.get(name or "", CPU).device
+
+
+def device_needs_gpu(name: str | None) -> bool:
+    """Whether a backend named in stored results runs on a GPU; True for a name that is not a backend
+    (results of older code, which measured CUDA only)."""
+    return BACKENDS.get(name or "", CUDA).needs_gpu

@@ -313,8 +313,8 @@ class _Progress:
         if not m:
             return
         done, total = int(m.group(1)), int(m.group(2))
-        if self.bar is None:
-            self.bar = Progress(self.desc, total=total, unit="step", what="Ninja")
+        if self.bar is None:  # Ninja's first total is not its last (a CMake re-run is [1/1]): no count said here
+            self.bar = Progress(self.desc, total=total, unit="step", what="Ninja", count="steps counted as they run")
         self.bar.set_total(total)
         self.bar.update(done - self.steps)
         self.steps = done

@@ -73,6 +73,7 @@ def resolved(args: argparse.Namespace, kinds: tuple[str, ...]) -> tuple[Context,
     ctx = ctx_of(args)
     steps.check_names(tuple(getattr(args, "skip", None) or ()), "--skip")
     opts = resolve_run(ctx.recipe, vars(args), steps=kinds)
+    steps.check_instances(tuple(getattr(args, "skip", None) or ()), "--skip", ctx.recipe, opts)
     print(defaults_line(opts), flush=True)
     return ctx, opts
 

@@ -175,13 +175,15 @@ class NewestBase(Command):
             else:
                 print(render_table(f"{c.text} ({bases.describe(c.info)})", c.trial))
                 print("  " + c.route)
+                if c.contains:
+                    print("  " + c.contains_line())
         for c in reversed(res.candidates):
             if c.build is not None:
                 bad = [b["error"] for b in c.build["builds"].values() if not b["ok"]]
                 print(f"{c.text}: build {'FAILED: ' + bad[0] if bad else 'ok'}")
         if res.best is None:
             print(
-                f"newest base: none of the {len(res.candidates)} candidates takes the whole series"
+                f"newest base: none of the {len(res.candidates)} candidates takes the whole series as a change"
                 f"{' and builds' if args.build else ''}"
             )
             print(f"report: {res.path}")

@@ -1,5 +1,8 @@
 """Newest base: the series tried on every candidate base (oldest to newest); the answer is the newest
-one where no patch conflicts, and with a build, the newest of those where every prefix also builds.
+one where every patch of the PR applies as a change (none conflicts, none is already upstream), and with a
+build, the newest of those where every prefix also builds. A candidate that already contains the series
+(all of its PR patches "upstream") or part of it is named as such and never recommended: measuring the
+PR there would compare the change with itself. (Local test-only patches may be upstream: they are not the PR.)
 
 The report is `<work>/rebase/<recipe>-newest-base.json`.
 """
@@ -35,6 +38,32 @@ class Candidate:
         return self.trial is not None and not self.trial.conflicts
 
     @property
+    def upstream(self) -> list[str]:
+        """The PR's patches (not local test-only ones) this base already contains."""
+        return [r.id for r in self.trial.results if r.status == "upstream" and not r.local] if self.trial else []
+
+    @property
+    def contains(self) -> str:
+        """'series' (every PR patch is already in this base), 'part' (some are) or '' (none)."""
+        pr = [r for r in self.trial.results if not r.local] if self.trial else []
+        if not self.upstream:
+            return ""
+        return "series" if len(self.upstream) == len(pr) else "part"
+
+    @property
+    def measures(self) -> bool:
+        """The series applies here as a change: a base to measure the PR on."""
+        return self.applies and not self.contains
+
+    def contains_line(self) -> str:
+        """What this base already holds of the series, in words ('' when nothing)."""
+        if not self.contains:
+            return ""
+        what = "the series" if self.contains == "series" else "part of the series"
+        ups = ", ".join(self.upstream)
+        return f"{self.text}: already contains {what} (upstream: {ups}); not a base to measure it on"
+
+    @property
     def builds(self) -> bool:
         return self.build is not None and all(b["ok"] for b in self.build["builds"].values())
 
@@ -48,6 +77,7 @@ class Candidate:
             "patches": [r.to_dict() for r in self.trial.results],
             "summary": self.trial.summary(),
             "applies": self.applies,
+            "contains": self.contains or None,
             "route": self.route,
         }
         if self.build is not None:
@@ -86,12 +116,12 @@ def newest_base(
     build: build_mod.BuildOptions | None = None,
     variants: tuple[str, ...] = (),
 ) -> Newest:
-    """Every candidate tried; then, newest first, the first that applies (and with `build`, builds:
-    every variant, or the ones named in `variants`)."""
+    """Every candidate tried; then, newest first, the first that the PR applies to as a change, not already
+    containing any of it (and with `build`, that builds: every variant, or the ones named in `variants`)."""
     tried = [try_candidate(recipe, ws, c, git_url=git_url, offline=offline) for c in candidates]
     best = None
     for cand in reversed(tried):
-        if not cand.applies:
+        if not cand.measures:
             continue
         if build is not None:
             assert cand.base is not None and cand.info is not None and cand.trial is not None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass, field
 
+from patchkit import backends
 from patchkit.errors import ParseError
 from patchkit.measure.tool import run_logged
 from patchkit.parsers import nvidia_smi
@@ -34,6 +35,8 @@ class Clocks:
 
     def available(self) -> bool:
         """Whether nvidia-smi is there; when it is not, a raw log says so (a replay reads the same note)."""
+        if self._have is None and not backends.device_needs_gpu(self.bundle.data.get("backend")):
+            self._have = False  # a CPU run: no GPU to sample, nothing to say about GPU clocks
         if self._have is None:
             name = f"clocks-{self.step}-missing"
             if self.bundle.replay:

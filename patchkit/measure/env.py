@@ -157,3 +157,43 @@ def fingerprint(
         "base": base,
         "patches": dict(patches or {}),
     }
+
+
+# the instruction-set extensions a CPU build is described by (gcc's -m<name> switches), in this order
+ISA_NAMES = (
+    "sse4.2", "avx", "avx2", "fma", "f16c", "bmi2", "avxvnni",
+    "avx512f", "avx512bw", "avx512vl", "avx512vnni", "avx512bf16", "avx512fp16", "amx-tile", "amx-int8",
+)  # fmt: skip
+
+
+def build_isa(bdir: Any) -> dict[str, Any] | None:
+    """The instruction set a CPU build compiled ggml-cpu for, from its build folder: the `-march` /
+    `-m<ext>` flags of ggml-cpu's objects in build.ninja; `-march=native` resolved to what it means on this
+    machine with the C compiler of CMakeCache.txt (`cc -march=native -Q --help=target`). None where the
+    folder holds no ggml-cpu objects."""
+    from pathlib import Path
+
+    bdir = Path(bdir)
+    try:
+        ninja = (bdir / "build.ninja").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    m = re.search(r"^build \S*ggml-cpu\.dir/\S+\.c\.o:.*\n(?:  .*\n)*?  FLAGS = (.*)$", ninja, re.M)
+    if not m:
+        return None
+    flags = [f for f in m.group(1).split() if f.startswith("-m") and not f.startswith("-mtune")]
+    out: dict[str, Any] = {"flags": " ".join(flags) or "(none)", "from": "build.ninja: ggml-cpu's FLAGS"}
+    if "-march=native" in flags:
+        cache = (bdir / "CMakeCache.txt").read_text(encoding="utf-8", errors="replace")
+        cc = re.search(r"^CMAKE_C_COMPILER:FILEPATH=(.+)$", cache, re.M)
+        text = _probe([cc.group(1).strip() if cc else "cc", "-march=native", "-Q", "--help=target"]) or ""
+        march = re.search(r"^\s+-march=\s+(\S+)", text, re.M)
+        on = {n for n in ISA_NAMES if re.search(rf"^\s+-m{re.escape(n)}\s+\[enabled\]", text, re.M)}
+        out.update(
+            march=march.group(1) if march else None,
+            extensions=[n.upper() for n in ISA_NAMES if n in on],
+            resolved="-march=native as the C compiler resolves it here (-Q --help=target)",
+        )
+    else:
+        out["extensions"] = [n.upper() for n in ISA_NAMES if f"-m{n}" in flags]
+    return out

@@ -102,14 +102,21 @@ def failure(done: proc.Completed, timeout: float | None) -> str:
 _SAYS = re.compile(r"error|unknown|invalid|usage|failed|not found", re.I)
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _plain_lines(text: str) -> list[str]:
+    """The non-empty lines of a tool's output without its colour codes (test-backend-ops' ESC[1;31mFAIL)
+    or other control characters: what a step's reason and the report may quote."""
+    return [s for ln in parsers.strip_ansi(text).splitlines() if (s := _CONTROL.sub("", ln).strip())]
+
+
 def output_tail(done: proc.Completed, lines: int = 3, width: int = 300) -> str:
     """The last non-empty lines of a tool's stderr (kept apart or not), else of its stdout, as one
     line: what a reason shows of a tool that exited non-zero (its error, or the usage it printed)."""
     err = proc.stderr_log(done.log) if done.log is not None else None
     text = err.read_text(encoding="utf-8", errors="replace") if err is not None and err.is_file() else ""
-    picked = [ln.strip() for ln in text.splitlines() if ln.strip()] or [
-        ln.strip() for ln in done.stdout.splitlines() if ln.strip() and not ln.startswith("# exit:")
-    ]
+    picked = _plain_lines(text) or [ln for ln in _plain_lines(done.stdout) if not ln.startswith("# exit:")]
     first = next((ln for ln in picked[:-lines] if _SAYS.search(ln)), None)  # e.g. "unknown option: -j"
     tail = " | ".join([*([first, "..."] if first else []), *picked[-lines:]])
     return tail if len(tail) <= width else "..." + tail[-width:]

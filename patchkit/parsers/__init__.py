@@ -14,7 +14,7 @@ as passed.
 
 from __future__ import annotations
 
-from patchkit.parsers.common import strip_interleaved_logs
+from patchkit.parsers.common import strip_ansi, strip_interleaved_logs
 from patchkit.parsers.compiler import first_compiler_error, ninja_failures
 from patchkit.parsers.completion import completion_finished, parse_kld, prompt_tokens
 from patchkit.parsers.llama_bench import parse_llama_bench_json, parse_llama_bench_jsonl
@@ -73,6 +73,7 @@ __all__ = [
     "read_log",
     "read_raw_log",
     "split_hunks",
+    "strip_ansi",
     "strip_interleaved_logs",
     "summarize_kernels",
 ]

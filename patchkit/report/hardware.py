@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from patchkit import backends
+from patchkit.parsers.devices import cpu_features
 from patchkit.report.evidence import Evidence, Hardware
 from patchkit.report.fmt import DASH, Block, bullets, code, details, portable_args, table, text
 from patchkit.report.merge import patch_shas
@@ -12,8 +14,23 @@ from patchkit.report.prose import related
 from patchkit.report.runview import RunView
 from patchkit.run import timeline
 
+GPU_TOOLKIT_KEYS = ("cuda",)  # env.json keys of a GPU toolkit (measure/env.py): not shown for a CPU build
 BASE_KEYS = ("key", "ref", "commit", "route", "upstream", "upstream_verified", "sdist_file", "sdist_sha256")
 # "provenance" (what a git-route base is, in words: patchkit.source) only where the run recorded one
+
+
+def _cpu_run_env(run: RunView) -> dict[str, Any] | None:
+    """The env.json of a run: for a CPU build without the CUDA toolkit's version (it was not used) and with
+    the CPU features llama.cpp's system_info printed (a numerics log), where a log has it."""
+    env = run.env or None
+    if env is None or backends.device_needs_gpu(run.data.get("backend")):
+        return env
+    env = {k: v for k, v in env.items() if k not in GPU_TOOLKIT_KEYS}
+    for log in sorted(run.bundle.raw.glob("gen-*.log")) if run.bundle.raw.is_dir() else []:
+        feats = cpu_features(log.read_text(encoding="utf-8", errors="replace"))
+        if feats:
+            return {**env, "cpu_features": {"features": list(feats), "log": f"raw/{log.name}"}}
+    return env
 
 
 def evidence(run: RunView) -> Hardware:
@@ -23,7 +40,7 @@ def evidence(run: RunView) -> Hardware:
         run_id=run.run_id,
         created=run.data.get("created"),
         recipe=run.data.get("recipe"),
-        env=run.env or None,
+        env=_cpu_run_env(run),
         env_missing=not (run.bundle.path / "env.json").is_file(),
         base={k: b.get(k) for k in BASE_KEYS} | ({"provenance": b["provenance"]} if b.get("provenance") else {}),
         patches=patch_shas(run),
@@ -60,12 +77,28 @@ def _os(e: dict) -> Any:
     return e.get("os")
 
 
+def _isa(e: dict) -> str | None:
+    """A CPU build's instruction set: its flags, -march=native as resolved, the extensions (env.build_isa)."""
+    isa = e.get("cpu_isa")
+    if not isinstance(isa, dict):
+        return None
+    flags = code(str(isa.get("flags") or ""))
+    march = f" ({isa['march']} on this machine)" if isa.get("march") else ""
+    return f"{flags}{march}: {', '.join(isa.get('extensions') or []) or 'no extension flag'}"
+
+
+def _features(e: dict) -> str | None:
+    f = e.get("cpu_features")
+    return f"{', '.join(f['features'])} (`{f['log']}`)" if isinstance(f, dict) and f.get("features") else None
+
+
 def _cpu(e: dict) -> str | None:
     return ", ".join(x for x in (_get(e, "cpu", "model"), _unit(_get(e, "cpu", "cores"), "cores")) if x) or None
 
 
 HW_FIELDS: list[tuple[str, Callable[[dict], Any]]] = [
     ("GPU", lambda e: _get(e, "gpu", "name")),
+    ("machine", lambda e: e.get("derived")),  # an import without --env: what its logs named
     ("compute capability", lambda e: _get(e, "gpu", "cc")),
     ("SMs", lambda e: _get(e, "gpu", "sm_count")),
     ("shared memory per SM", lambda e: _unit(_get(e, "gpu", "smem_per_sm_kb"), "KB")),
@@ -81,6 +114,8 @@ HW_FIELDS: list[tuple[str, Callable[[dict], Any]]] = [
     ("Ninja", lambda e: _get(e, "ninja")),
     ("OS", _os),
     ("CPU", _cpu),
+    ("CPU instruction set of the build", _isa),
+    ("CPU features llama.cpp reports", _features),
     ("CMake flags", lambda e: code(" ".join(portable_args(e["cmake_flags"]))) if e.get("cmake_flags") else None),
 ]
 

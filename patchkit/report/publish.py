@@ -15,7 +15,9 @@ nothing is sent.
 
 The token comes from the environment (GITHUB_TOKEN by default) and is sent only as
 `Authorization: Bearer ...`, only over https (or plain http to this machine, for a local test server);
-it is never printed, logged or put in an error message.
+it is never printed, logged or put in an error message, in any form (`scrub`: plain, stripped, escaped as
+repr/JSON write it, percent-encoded). A trailing newline of the variable is dropped; whitespace or control
+characters inside it are refused in one line that names the variable only.
 """
 
 from __future__ import annotations
@@ -126,9 +128,42 @@ def render_diff(change: BodyChange) -> str:
     return "\n".join(_shown(line) for line in lines)
 
 
+def secret_forms(secret: str | None) -> list[str]:
+    """Every form in which `secret` may appear in a message: plain, stripped, escaped as repr() and JSON
+    write it (a header value quoted by requests), percent-encoded (a URL); longest first."""
+    if not secret:
+        return []
+    forms = set()
+    for s in {secret, secret.strip()}:
+        if not s:
+            continue
+        forms |= {s, repr(s)[1:-1], json.dumps(s)[1:-1], s.encode("unicode_escape").decode("ascii")}
+        forms |= {urllib.parse.quote(s, safe=""), urllib.parse.quote_plus(s, safe="")}
+    return sorted(forms, key=len, reverse=True)
+
+
+def scrub(text: str, secret: str | None) -> str:
+    """`text` with every form of `secret` (see secret_forms) replaced by ***."""
+    for form in secret_forms(secret):
+        text = text.replace(form, "***")
+    return text
+
+
 def _scrub(s: str, token: str | None) -> str:
-    s = " ".join(s.split())  # one line
-    return s.replace(token, "***") if token else s
+    return " ".join(scrub(s, token).split())  # one line, scrubbed before the whitespace is joined
+
+
+def read_token(token_env: str) -> str | None:
+    """The token of the environment variable `token_env`, surrounding whitespace (a trailing newline of a file)
+    dropped; None when unset or empty. One whose inside holds whitespace or control characters (no HTTP header
+    can carry it) is refused in one line that names the variable, never the value."""
+    raw = os.environ.get(token_env) or ""
+    token = raw.strip()
+    if any(c.isspace() or not c.isprintable() or ord(c) > 126 for c in token):
+        raise PatchkitError(
+            f"${token_env} holds whitespace, control or non-ASCII characters inside the token (not shown); nothing sent"
+        )
+    return token or None
 
 
 def _github_message(resp: Any) -> str:
@@ -216,9 +251,9 @@ def _confirm_command(change: BodyChange, report: Path, api: str) -> str:
     return shlex.join([*cmd, "--confirm", change.digest])
 
 
-def _show(change: BodyChange, report: Path, api: str) -> None:
-    print(f"{change.repo}#{change.number}: {change.title!r} ({_shown(change.state)})")
-    print(render_diff(change))
+def _show(change: BodyChange, report: Path, api: str, token: str | None) -> None:
+    print(scrub(f"{change.repo}#{change.number}: {change.title!r} ({_shown(change.state)})", token))
+    print(scrub(render_diff(change), token))
     n = non_ascii_count(change.new)
     if n:
         print(
@@ -268,7 +303,7 @@ def pr_main(
         raise PatchkitError(NEVER_OPENS)
     check_repo(repo)
     check_api_url(api)
-    token = os.environ.get(token_env) or None
+    token = read_token(token_env)
     if not dry_run and not token:
         raise PatchkitError(f"no GitHub token: set the environment variable {token_env} (or look with --dry-run)")
     try:
@@ -276,13 +311,13 @@ def pr_main(
     except (OSError, UnicodeDecodeError) as e:
         raise PatchkitError(f"{report}: cannot read the report: {getattr(e, 'strerror', None) or e}") from None
     _, body = split_title(text)
-    if token and token in body:
+    if token and scrub(body, token) != body:
         raise PatchkitError(f"{report}: the report contains the value of ${token_env}; nothing sent")
     change = plan_change(repo, number, body, api=api, token=token)
     if change.empty:
         print(f"{repo}#{number}: the body is already this report; nothing to change")
         return 0
-    _show(change, report, api)
+    _show(change, report, api, token)
     if dry_run:
         print("dry run: nothing sent")
         return 0

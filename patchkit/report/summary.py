@@ -217,10 +217,11 @@ def _timeline_lines(ev: Evidence) -> list[str]:
         if not tl:
             continue
         who = f"{h.gpu}: " if ev.multi else ""
-        beside = "builds and compile checks beside the GPU steps" if tl.get("overlap") else "one step after another"
+        gpu = "GPU" if h.env is None or h.env.get("gpu") else "timing"  # a CPU run's timed steps have no GPU
+        beside = f"builds and compile checks beside the {gpu} steps" if tl.get("overlap") else "one step after another"
         path = f" {ARROW} ".join(f"{c['step']} {c['seconds']:.0f} s" for c in tl["critical_path"])
         b = tl.get("busy_s", {})
-        busy = f"CPU lane {b.get('cpu', 0):.0f} s, GPU lane {b.get('gpu', 0):.0f} s past the builds"
+        busy = f"CPU lane {b.get('cpu', 0):.0f} s, {gpu} lane {b.get('gpu', 0):.0f} s past the builds"
         if tl.get("finished") is False:
             out.append(
                 f"{who}The run did not finish: its recorded steps span {tl['wall_s']:.0f} s ({busy}); "

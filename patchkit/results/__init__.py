@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 import glob
+import json
 import os
 import re
 import threading
@@ -240,6 +241,12 @@ def read_results(f: Path) -> dict[str, Any]:
         if not isinstance(st, dict) or not isinstance(st.get("data", {}), dict):
             what = type(st).__name__ if not isinstance(st, dict) else f"step with a {type(st['data']).__name__} as data"
             raise ResultsError(f"{f}: step {name!r} is malformed: a JSON {what}, not the object patchkit writes")
+        fmt = st.get("format", 1)
+        if isinstance(fmt, bool) or not isinstance(fmt, int) or fmt < 1:
+            raise ResultsError(
+                f'{f}: step {name!r} has "format": {json.dumps(fmt)}, not a format patchkit writes '
+                f"(a whole number from 1; today's is {FORMAT}): the file was edited or damaged"
+            )
     if steps:
         data["steps"] = upgrade(steps)  # older formats read as today's
     return data

@@ -18,12 +18,14 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from patchkit import backends, proc, series, source
 from patchkit import build as build_mod
-from patchkit import proc, series, source
 from patchkit.build import compiled
+from patchkit.measure import env as env_mod
 from patchkit.measure.tool import Bins
 from patchkit.options import Context, RunOptions
 from patchkit.results import Bundle, Status, Step
+from patchkit.workspace import read_json, write_json
 
 
 def _relative(d: dict, root: Path, run: Path) -> dict:
@@ -127,6 +129,8 @@ class BuildLane:
         for i, st in enumerate(self.states):
             r = build_mod.build_variants(ctx.recipe, self.base, ctx.ws, [st], b, logs=self.bundle.raw)[0]
             results.append(r)
+            if i == 0:
+                self._record_isa()
             why = ""
             if i == 0 and st.name == "base" and len(self.states) > 1:
                 root = build_mod.build_root(ctx.ws, ctx.recipe, b)
@@ -149,6 +153,17 @@ class BuildLane:
         with self._cond:
             self._builds_done = True
             self._cond.notify_all()
+
+    def _record_isa(self) -> None:
+        """A CPU build: the instruction set it compiled for (from its build folder) into env.json."""
+        b, ctx = self.opts.build, self.ctx
+        f = self.bundle.path / "env.json"
+        if backends.get(b.backend).needs_gpu or not f.is_file():
+            return
+        isa = env_mod.build_isa(build_mod.build_root(ctx.ws, ctx.recipe, b) / "build")
+        env = read_json(f)
+        if isa is not None and isinstance(env, dict):
+            write_json(f, {**env, "cpu_isa": isa})
 
     def _record_build(self, name: str, results: list, started: str, t0: float) -> None:
         b, bundle = self.opts.build, self.bundle

@@ -93,6 +93,54 @@ def _read_env(req: ImportRequest) -> dict | None:
     return env
 
 
+def _env_from_logs(req: ImportRequest, texts: list[str]) -> dict:
+    """Without --env: the machine as the logs name it (the first device that ran), never a default. A GPU
+    backend's device is the run's GPU; the CPU's description its CPU. Logs that name no device: the
+    backend of --backend, its GPU not named."""
+    from patchkit.parsers.devices import devices_run
+
+    backend = backends.get(req.backend)
+    ran = [d for t in texts for d in devices_run(t)]
+    gpus = [d for d in ran if d.name != backends.CPU.device and (d.name or backend.needs_gpu)]
+    note = "derived from the imported logs (no --env)"
+    if gpus and not backend.needs_gpu:
+        raise ResultsError(
+            f"import: --backend {req.backend} but the logs ran on {gpus[0].name} ({gpus[0].description}): "
+            f"give --backend {backends.CUDA.name}"
+        )
+    if gpus:
+        gpu = {"name": gpus[0].description, **({"cc": gpus[0].cc} if gpus[0].cc else {})}
+        return {"gpu": gpu, "derived": note}
+    cpus = [d for d in ran if d.name == backends.CPU.device]
+    if backend.needs_gpu and cpus:
+        raise ResultsError(
+            f"import: --backend {req.backend} but the logs ran on {cpus[0].name} ({cpus[0].description}) only: "
+            f"give --backend {backends.CPU.name}"
+        )
+    if cpus:
+        return {"cpu": {"model": cpus[0].description}, "derived": note}
+    if backend.needs_gpu:
+        return {"gpu": {"name": f"{backend.device} (not named in the logs; no --env)"}, "derived": note}
+    return {"derived": note}
+
+
+def _check_recipe_names(ctx: Context, req: ImportRequest, known: list[str]) -> None:
+    """The suite and every variant of the logs are the recipe's (or the run folder's), checked before anything
+    is written: a log of another series would be rendered as this one's."""
+    from patchkit.recipe import _hint
+    from patchkit.series import plan_variants
+
+    r = ctx.recipe
+    if steps.IMPORT_TOOLS[req.tool].name == "test" and req.suite not in r.suites:
+        hint = _hint(req.suite, r.suites)
+        raise ResultsError(f"import: --suite {req.suite!r}: recipe {r.name} has no such suite{hint}")
+    names = {v.name for v in plan_variants(r, leave_one_out=True)} | set(known)
+    for v, src in req.logs:
+        name = v.partition("#")[0]
+        if name not in names:
+            raise ResultsError(f"import: --log {v}={src}: recipe {r.name} has no variant {name!r}{_hint(name, names)}")
+
+
 def _log_variant(req: ImportRequest, v: str, known: list[str]) -> str:
     """The name a variant's log is saved under: a variant, or `BASE#2`, the A/A copy of base that
     bench:kernel times beside it (its logs are `perf-rN-BASE_aa2`, as patchkit.measure.kernel names them)."""
@@ -155,10 +203,13 @@ def import_logs(ctx: Context, req: ImportRequest) -> Step:
             raise ResultsError(f"{src}: cannot read: {e.strerror}") from None
     name = kind.name if kind.name != "test" else f"test:{req.suite}"
     env = _read_env(req)
+    if env is None and not req.run:
+        env = _env_from_logs(req, [t for _, _, t in texts])
     if req.run:
         known = [v.get("name", "") for v in Bundle.open(Path(req.run)).data.get("variants", [])]
     else:
         known = []
+    _check_recipe_names(ctx, req, known)
     names = {v: _log_variant(req, v, known) for v, _ in req.logs}
     bundle = _import_bundle(ctx, req, env)
     rounds: dict[str, int] = {}

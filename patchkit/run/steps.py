@@ -28,7 +28,7 @@ from patchkit.errors import OptionError
 from patchkit.measure import check, decode, kernel, numerics, occupancy, path, tests
 from patchkit.measure.tool import Bins, Built
 from patchkit.options import RunOptions
-from patchkit.recipe import Recipe
+from patchkit.recipe import Recipe, _hint
 from patchkit.report.part import Section
 from patchkit.results import Bundle, Step
 
@@ -217,6 +217,19 @@ def check_names(names: tuple[str, ...], what: str) -> None:
             kind_of(n)
         except OptionError:
             raise OptionError(f"{what} {n}: no such step (steps: {', '.join(k.name for k in STEPS)})") from None
+
+
+def check_instances(names: tuple[str, ...], what: str, recipe: Recipe, opts: RunOptions) -> None:
+    """Refuse a step instance (`test:flash-attn`) that the recipe and options do not make: a misspelt
+    --skip would otherwise skip nothing, silently."""
+    for n in names:
+        kind = kind_of(n)
+        if n == kind.name:
+            continue
+        known = set(kind.names(recipe, opts)) | ({f"test:{s}" for s in recipe.suites} if kind.name == "test" else set())
+        if n not in known:
+            hint = _hint(n, known) if known else f" (this run makes no {kind.name} step)"
+            raise OptionError(f"{what} {n}: the recipe {recipe.name} makes no such step{hint}")
 
 
 def bench_steps() -> dict[str, tuple[str, ...]]:

@@ -499,3 +499,66 @@ def test_each_candidate_says_which_route_it_takes(tmp_path):
     assert bases.route_line("sdist:0.3.36", sdist, sinfo, ws) == (
         f"route: sdist 0.3.36: vendors ggml-org/llama.cpp@{v36}; offline once the sdist is cached"
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# newest-base for measuring a PR (issue 34): a base that already contains the series is named, never chosen
+
+
+def _pr_project(tmp_path: Path, n_patches: int) -> tuple[Path, list[str]]:
+    """A git repo (local clone, so offline works) with base A, then one commit per PR patch as upstream
+    merged them (each a candidate base that contains more of the series), and a recipe on A whose series
+    is those patches. Returns the recipe file and the commits [A, A+0001, A+0001+0002, ...]."""
+    src = _repo_of(tmp_path / "src", 40)
+    commits = [_run(src, "rev-parse", "HEAD")]
+    proj = tmp_path / "proj"
+    (proj / "patches").mkdir(parents=True)
+    (proj / "recipes").mkdir()
+    changed: dict[str, str] = {}
+    series = ""
+    for i in range(1, n_patches + 1):
+        changed[f"l{i * 10}"] = f"line {i * 10} pr"
+        (src / "f.txt").write_text(_lines(40, **changed))
+        _run(src, "commit", "-q", "-am", f"pr part {i}")
+        commits.append(_run(src, "rev-parse", "HEAD"))
+        name = f"{i:04d}-part-{i}.patch"
+        argv = ["git", "format-patch", *trial.FORMAT_PATCH_OPTS, "--stdout", "-1", "HEAD"]
+        (proj / "patches" / name).write_bytes(subprocess.run(argv, cwd=src, capture_output=True).stdout)
+        series += f'\n[[series]]\nfile = "patches/{name}"\n'
+    recipe = proj / "recipes" / "t.toml"
+    recipe.write_text(
+        f'[recipe]\nname = "t"\n\n[base]\nsource = "git"\nupstream = "o/r@{commits[0]}"\n\n'
+        f'[base.git]\nurl = "{src}"\ncommit = "{commits[0]}"\n{series}'
+    )
+    return recipe, commits
+
+
+def test_newest_base_recommends_the_newest_base_that_does_not_contain_the_series(tmp_path, capsys):
+    """Was: a candidate whose patches are all "upstream" counted as applying, so newest-base recommended the
+    base that already contains the PR (0.3.35 for a PR merged in it)."""
+    from patchkit.maintain import newest
+    from patchkit.recipe import load_recipe
+
+    recipe_file, (a, a1, a12) = _pr_project(tmp_path, 2)
+    recipe = load_recipe(str(recipe_file))
+    ws = Workspace.at(tmp_path / "work")
+    cands = [bases.parse_onto(c) for c in (a, a1, a12)]
+    res = newest.newest_base(recipe, ws, cands, offline=True)
+    assert [c.applies for c in res.candidates] == [True, True, True]  # upstream patches do not conflict
+    assert [c.contains for c in res.candidates] == ["", "part", "series"]
+    assert [c.upstream for c in res.candidates] == [[], ["0001"], ["0001", "0002"]]
+    assert res.best is res.candidates[0]
+    assert res.candidates[2].contains_line() == (
+        f"{a12}: already contains the series (upstream: 0001, 0002); not a base to measure it on"
+    )
+    data = json.loads(res.path.read_text())
+    assert data["newest"] == a and [c["contains"] for c in data["candidates"]] == [None, "part", "series"]
+    # the command line says it, and with only bases that contain the PR there is no answer (exit 1)
+    rc = cli_maintain.NewestBase()
+    p = argparse.ArgumentParser()
+    rc.add_arguments(p)
+    args = p.parse_args(["-r", str(recipe_file), "--work", str(ws.root), "--offline", "--candidates", a1, a12])
+    assert rc.run(args) == 1
+    out = capsys.readouterr().out
+    assert f"{a1}: already contains part of the series (upstream: 0001); not a base to measure it on" in out
+    assert "newest base: none of the 2 candidates takes the whole series as a change" in out

@@ -467,3 +467,64 @@ def test_the_token_is_never_sent_in_clear(gh, report, api, capsys):
     _no_token(capsys, str(e.value))
     assert pr_main(report, REPO, 12, dry_run=True, api=gh.url.replace("127.0.0.1", "localhost")) == 0
     assert gh.methods() == ["GET"]
+
+
+# --- the token in every form (issue 34): never printed, whatever form a message quotes it in
+
+ODD_TOKEN = "ghp_TEST/tok+en=0123&SECRET"  # changes when percent-encoded
+
+
+def _no_form_of(secret: str, *texts: str) -> None:
+    import urllib.parse
+
+    for t in texts:
+        for form in (secret, repr(secret)[1:-1], json.dumps(secret)[1:-1], urllib.parse.quote(secret, safe="")):
+            assert form not in t, (form, t)
+
+
+@pytest.mark.parametrize("tail", ["\n", "\r\n", " "])
+def test_a_token_with_a_trailing_newline_is_sent_stripped_and_never_printed(gh, report, tail):
+    """Before: requests refused the header and quoted it escaped ('Bearer ghp_...\\n') in the error, which the
+    scrub (plain string only) let through in clear."""
+    p = cli(*pr_args(gh, report, "--dry-run"), token=TOKEN + tail)
+    assert p.returncode == 0, p.stderr
+    assert gh.methods() == ["GET"]
+    assert gh.requests[0]["headers"]["Authorization"] == f"Bearer {TOKEN}"
+    _no_form_of(TOKEN, p.stdout, p.stderr)
+
+
+def test_a_token_with_whitespace_inside_is_refused_by_name_only(gh, report):
+    p = cli(*pr_args(gh, report, "--dry-run"), token="ghp_first\nghp_SECONDPART")
+    assert p.returncode == 2
+    assert p.stderr == (
+        "patchkit: error: $GITHUB_TOKEN holds whitespace, control or non-ASCII characters inside the token "
+        "(not shown); nothing sent\n"
+    )
+    assert "ghp_" not in p.stdout + p.stderr
+    assert gh.requests == []
+
+
+def test_every_form_of_the_token_in_an_answer_is_scrubbed(gh, report, monkeypatch, capsys):
+    """A server (or proxy) that quotes the token back escaped, JSON-quoted or percent-encoded."""
+    import urllib.parse
+
+    monkeypatch.setenv("GITHUB_TOKEN", ODD_TOKEN + "\n")
+    forms = [ODD_TOKEN, repr(ODD_TOKEN + "\n"), json.dumps(ODD_TOKEN), urllib.parse.quote(ODD_TOKEN, safe="")]
+    forms.append(urllib.parse.quote_plus(ODD_TOKEN + "\n"))
+    gh.answers.append((401, {"message": "Bad credentials " + " ".join(forms)}))
+    with pytest.raises(PatchkitError) as e:
+        pr_main(report, REPO, 12, dry_run=True, api=gh.url)
+    out = capsys.readouterr()
+    _no_form_of(ODD_TOKEN, str(e.value), out.out, out.err)
+    assert "SECRET" not in str(e.value)
+    assert str(e.value).startswith("GitHub API GET /repos/me/llama.cpp/pulls/12: HTTP 401: Bad credentials ***")
+    assert "\n" not in str(e.value)
+
+
+def test_the_current_body_holding_the_token_is_shown_scrubbed(gh, report, monkeypatch, capsys):
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    gh.pr["body"] = f"leaked {TOKEN}\n"
+    assert pr_main(report, REPO, 12, dry_run=True, api=gh.url) == 0
+    out = capsys.readouterr()
+    assert "-leaked ***" in out.out
+    _no_form_of(TOKEN, out.out, out.err)
