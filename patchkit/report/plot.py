@@ -7,11 +7,6 @@ from __future__ import annotations
 import io
 from typing import Any
 
-import matplotlib
-import matplotlib.style
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
 from patchkit.report.evidence import DecodeRow, Evidence
 
 
@@ -49,6 +44,11 @@ def decode_series(ev: Evidence) -> list[dict[str, Any]]:
 
 
 def decode_png(series: list[dict[str, Any]], *, title: str = "Decode throughput by depth") -> bytes:
+    import matplotlib
+    import matplotlib.style
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     with (
         matplotlib.style.context("default"),
         matplotlib.rc_context({"svg.hashsalt": "patchkit", "path.simplify": True}),
