@@ -34,11 +34,12 @@ import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from patchkit.errors import PatchkitError, RecipeError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 WEIGHT_STD = 0.02
 RMS_EPS = 1e-5
@@ -302,6 +303,8 @@ def _nbytes(gguf, shape: tuple[int, ...], qtype) -> int:
 def _make_tensor(gguf, rng: np.random.Generator, t: _Tensor, qtype) -> np.ndarray:
     """The tensor's bytes as an array ready for `write_tensor_data`, generated in row chunks so the
     only full-size array is the output (float32 scratch is bounded by _CHUNK_ELEMS)."""
+    import numpy as np
+
     Q = gguf.GGMLQuantizationType
     if t.is_norm:
         return np.ones(t.shape, dtype=np.float32)
@@ -329,6 +332,8 @@ def _make_tensor(gguf, rng: np.random.Generator, t: _Tensor, qtype) -> np.ndarra
 
 def _random_q4_0(rng: np.random.Generator, rows: int, cols: int) -> np.ndarray:
     """Random q4_0 blocks (see Q4_0_SCALE): per block of 32 an f16 scale, then 16 bytes of two 4-bit values."""
+    import numpy as np
+
     nb = cols // Q8_0_BLOCK
     out = np.empty((rows, nb, 18), dtype=np.uint8)
     out[:, :, :2] = np.frombuffer(np.float16(Q4_0_SCALE).tobytes(), dtype=np.uint8)
@@ -344,6 +349,8 @@ def write_synthetic_gguf(
     Tensors are generated and written one at a time; the file appears complete or not at all
     (written to a temporary name, then renamed).
     """
+    import numpy as np
+
     spec = spec or SyntheticModelSpec()
     gguf = _import_gguf(gguf_py)
     if spec.weight_type == "q8_0" and not hasattr(getattr(gguf, "quants", None), "quantize"):

@@ -14,9 +14,6 @@ import math
 import re
 from dataclasses import asdict, dataclass
 
-import numpy as np
-from scipy import stats as _st
-
 CONFIDENCE = 0.95  # the coverage asked for; the one reached is reported (ci_level)
 
 # verdicts: what a ratio says against the A/A noise floor band [1 - floor, 1 + floor]
@@ -43,6 +40,8 @@ class Summary:
 
 
 def summarize(samples: list[float], confidence: float = CONFIDENCE) -> Summary:
+    import numpy as np
+
     a = np.asarray(samples, dtype=float)
     if a.size == 0:
         raise ValueError("no samples")
@@ -81,6 +80,8 @@ def ratio(ref: list[float], new: list[float], confidence: float = CONFIDENCE) ->
 
 def rel_noise(samples: list[float]) -> float:
     """NVBench's noise: the relative standard deviation of the samples (inf with fewer than 2)."""
+    import numpy as np
+
     a = np.asarray(samples, dtype=float)
     if a.size < 2 or not np.mean(a):
         return math.inf
@@ -150,6 +151,9 @@ def median_interval(samples: list[float], confidence: float = CONFIDENCE) -> tup
     """The order-statistic interval of the median, [x_(k), x_(n+1-k)], with the largest k whose exact
     binomial coverage is at least `confidence` ([min, max] when none reaches it); returns (low, high,
     exact coverage). n=3 gives [min, max] at 75 %, n=9 [x_(2), x_(8)] at 96 %."""
+    import numpy as np
+    from scipy import stats as _st
+
     x = np.sort(np.asarray(samples, dtype=float))
     n = x.size
     lo, hi, cover = float(x[0]), float(x[-1]), 1.0 - 2.0 * 0.5**n
@@ -176,6 +180,8 @@ def _u_counts(n: int, m: int) -> tuple[int, ...]:
 
 def u_cdf(k: int, n: int, m: int) -> float:
     """P(U <= k) under the null (no ties); the normal approximation past 40 samples a side."""
+    from scipy import stats as _st
+
     if max(n, m) > 40:
         mu, sd = n * m / 2, math.sqrt(n * m * (n + m + 1) / 12)
         return float(_st.norm.cdf((k + 0.5 - mu) / sd))
@@ -190,6 +196,8 @@ def ratio_interval(
     distribution-free interval from the Mann-Whitney distribution (Bauer 1972): the k-th smallest and
     largest pairwise ratio, k the largest with coverage >= `confidence` (k=1 when none reaches it).
     Returns (estimate, low, high, exact coverage). 3 vs 3 samples give [min, max] ratio at 90 %."""
+    import numpy as np
+
     a, b = np.log(np.asarray(ref, dtype=float)), np.log(np.asarray(new, dtype=float))
     d = np.sort(np.subtract.outer(b, a).ravel())
     n, m, total = a.size, b.size, d.size

@@ -8,11 +8,6 @@ from __future__ import annotations
 import io
 from typing import Any
 
-import matplotlib
-import matplotlib.style
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
 from patchkit.report.evidence import DecodeRow, Evidence
 
 
@@ -104,6 +99,11 @@ def speedup_png(series: list[dict[str, Any]], *, title: str = "Prompt processing
 
 
 def decode_png(series: list[dict[str, Any]], *, title: str = "Decode throughput by depth") -> bytes:
+    import matplotlib
+    import matplotlib.style
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     with (
         matplotlib.style.context("default"),
         matplotlib.rc_context({"svg.hashsalt": "patchkit", "path.simplify": True}),

@@ -8,11 +8,6 @@ import io
 from dataclasses import dataclass
 from typing import Any
 
-import matplotlib
-import matplotlib.style
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
 PNG = "timeline.png"
 SLACK_S = 1.0  # a step that starts within this of another's end is taken to have waited for it
 
@@ -146,6 +141,11 @@ def _on_path(path: list[Span]) -> list[dict[str, Any]]:
 def png(results: dict[str, Any]) -> bytes | None:
     """One bar per step (CPU steps on top, GPU steps below), hatched where the step was held while
     another timed kernels, the critical path outlined (object API, Agg canvas)."""
+    import matplotlib
+    import matplotlib.style
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     sp = spans(results)
     if not sp:
         return None

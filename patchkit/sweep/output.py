@@ -13,12 +13,6 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 
-import matplotlib
-import matplotlib.style
-import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
 from patchkit.build.table import format_value
 from patchkit.measure import stats
 from patchkit.sweep import occupancy as predicted
@@ -125,6 +119,8 @@ def verdict_text(v: View, plan: dict) -> str:
 
 def table_md(plan: dict, vs: list[View], preds: dict[str, dict[str, dict]] | None = None) -> str:
     """The points' table; with `preds` (patchkit.sweep.occupancy.predictions) a predicted column per target GPU."""
+    import numpy as np
+
     cases = _cases(vs)
     preds = preds or {}
     targets = (plan["spec"].get("predict") or {}).get("targets", []) if preds else []
@@ -173,6 +169,8 @@ def _cell_text(ratio: float | None, valid: int, invalid: int, timed: bool) -> st
 def heatmap_png(plan: dict, vs: list[View]) -> bytes | None:
     """Per (x, y) cell: the best objective ratio over the other parameters (without timings: the
     share of valid points), with the count of invalid points. None when nothing is swept."""
+    import numpy as np
+
     axes = heatmap_axes(plan)
     if not axes:
         return None
@@ -200,6 +198,12 @@ def heatmap_png(plan: dict, vs: list[View]) -> bytes | None:
 
 
 def _draw(grid, text, xs, ys, x, y, timed: bool) -> bytes:
+    import matplotlib
+    import matplotlib.style
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     with (
         matplotlib.style.context("default"),
         matplotlib.rc_context({"svg.hashsalt": "patchkit", "path.simplify": True}),
@@ -321,6 +325,8 @@ def floor_md(cases_info: dict, vs: list[View], top: View | None) -> str:
     """Per case: the time one run would take at the device's peak DRAM bandwidth, moving the bytes
     the op must move at least once (patchkit.measure.stats.op_bytes), and how far the starting row and the
     best point are from it."""
+    import numpy as np
+
     peak, op = cases_info.get("peak_bw_gbs"), cases_info.get("op", "")
     ref = next((v for v in vs if v.reference and v.timing is not None), None)
     if not peak or ref is None or ref.timing is None:

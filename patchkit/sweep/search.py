@@ -21,8 +21,6 @@ import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-import numpy as np
-
 from patchkit.measure import stats
 from patchkit.sweep.points import Plan, Point
 from patchkit.sweep.spec import Strategy
@@ -83,6 +81,8 @@ def per_round(samples: dict[str, list[float]], cases: list[str], objective: str)
 def compare(ref: Timing, aa: Timing | None, t: Timing, objective: str) -> Compared | None:
     """A point's times against the reference's from the same interleaved rung; None when they
     share no case."""
+    import numpy as np
+
     cases = sorted(c for c in t.samples if t.samples[c] and ref.samples.get(c))
     if not cases:
         return None

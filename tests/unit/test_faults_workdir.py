@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from patchkit import build, series, source
 from patchkit.errors import ApplyError, FetchError, PatchkitError
 from patchkit.recipe import load_recipe
 from patchkit.workspace import MARKER, Workspace
+from tests.conftest import Ran, patchkit_main
 
 ROOT = Path(__file__).resolve().parents[2]
 GIT_ENV = {  # fixed dates: the same edit gives the same patch file every time
@@ -121,9 +121,8 @@ class Toy:
         return series.apply_all(r, self.base, ws or self.ws, series.plan_variants(r))
 
 
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "patchkit", *args], cwd=cwd, env=env, capture_output=True, text=True)
+def cli(*args: str, cwd: Path) -> Ran:
+    return patchkit_main(*args, cwd=cwd)
 
 
 @pytest.fixture

@@ -74,6 +74,18 @@ def _wait_for(what, seconds: float, proc_: subprocess.Popen | None = None):
     raise AssertionError(f"not within {seconds} s")
 
 
+def _groups_gone(pgids: set[int], seconds: float) -> list[int]:
+    """Wait until no live process is in any of the process groups `pgids` (Ninja runs each command in a
+    group of its own, the command's children included); returns those still alive at the deadline.
+    Once a command's whole group is gone nothing of it can write its output, so no fixed wait follows."""
+    deadline = time.monotonic() + seconds
+    while True:
+        alive = [int(d) for d in os.listdir("/proc") if d.isdigit() and (st := _stat(int(d))) and int(st[2]) in pgids]
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.02)
+
+
 def _descendants(pid: int) -> dict[int, str]:
     """pid -> command name of every process under `pid`."""
     kids: dict[int, list[int]] = {}
@@ -114,16 +126,16 @@ def test_a_kill_9_of_patchkit_reaches_the_commands_ninja_started(tmp_path, how):
     try:
         _wait_for(lambda: all(p.is_file() and p.read_text().strip() for p in pidfiles), 30, driver)
         shells = [int(p.read_text()) for p in pidfiles]
+        groups = {int(st[2]) for p in shells if (st := _stat(p))}
+        assert groups and not groups & {os.getpgid(driver.pid)}  # each command in a group of its own
         if how == "held":
             _wait_for(lambda: (tmp_path / "held").is_file(), 10, driver)
-            assert [(_stat(p) or [b"gone"])[0] for p in shells] == [b"T", b"T"]  # stopped by the hold
+            # stopped by the hold (a command in uninterruptible I/O stops as soon as it leaves it)
+            _wait_for(lambda: [(_stat(p) or [b"gone"])[0] for p in shells] == [b"T", b"T"], 10, driver)
         (os.kill if how == "alone" else os.killpg)(driver.pid, signal.SIGKILL)
         driver.wait(timeout=10)
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < 2 and any(_stat(p) for p in shells):
-            time.sleep(0.02)
+        assert _groups_gone(groups, 2) == []  # the shells and their `sleep`s: nothing left to write the output
         assert [p for p in shells if _stat(p)] == []
-        time.sleep(5)  # past the command's own end: nothing wrote its output
         assert not (tmp_path / "b" / "a.out").exists() and not (tmp_path / "b" / "b.out").exists()
     finally:
         _cleanup(shells)
@@ -144,13 +156,11 @@ def test_a_kill_9_of_patchkits_group_reaches_nvcc_cicc_and_ptxas(tmp_path):
         _wait_for(lambda: {"cicc", "ptxas"} & set(_descendants(driver.pid).values()), 60, driver)
         seen = {p: c for p, c in _descendants(driver.pid).items() if c not in ("ninja", "python3")}
         assert "nvcc" in seen.values()
+        groups = {int(st[2]) for p in seen if (st := _stat(p))}
         os.killpg(driver.pid, signal.SIGKILL)
         driver.wait(timeout=10)
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < 2 and any(_stat(p) for p in seen):
-            time.sleep(0.02)
+        assert _groups_gone(groups, 2) == []  # nvcc's whole group (cicc, ptxas, later stages): nothing to write k.o
         assert {p: c for p, c in seen.items() if _stat(p)} == {}
-        time.sleep(15)  # nvcc alone takes about 6 s here
         assert not (tmp_path / "k.o").exists()
     finally:
         _cleanup(seen)
@@ -234,15 +244,16 @@ def test_a_signal_during_a_held_lane_stops_the_run_in_seconds_and_records_interr
         shell = int((tmp_path / "b" / "a.out.pid").read_text())
         started = time.monotonic()
         assert (_stat(shell) or [b"gone"])[0] == b"T"  # the check's command is held by the timing
+        group = int(_stat(shell)[2])
         (os.killpg if sig == signal.SIGINT else os.kill)(driver.pid, sig)
         assert driver.wait(timeout=30) == code
         assert time.monotonic() - started < 6  # seconds, not the check's remaining run
         assert not _stat(shell)
+        assert _groups_gone({group}, 2) == []  # the shell and its `sleep`: nothing left to write a.out
         results = json.loads((tmp_path / "runs" / "r" / "results.json").read_text())["steps"]
         got = {n: s["status"] for n, s in results.items() if n != "build:cpu"}  # build: no variant, ok
         assert got == {"check:cuda-89": "interrupted", "test:x": "interrupted", "bench:kernel": "interrupted"}
         assert results["check:cuda-89"]["reason"].startswith(f"interrupted ({signal.Signals(sig).name})")
-        time.sleep(max(0.0, started + 9 - time.monotonic()))  # past the command's own end
         assert not (tmp_path / "b" / "a.out").exists()
     finally:
         _cleanup([shell] if shell else [])

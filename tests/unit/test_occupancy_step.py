@@ -124,16 +124,11 @@ def test_target_gpus_from_the_recipe(tmp_path):
 
 
 def test_the_cli_refuses_an_unknown_target_gpu_before_writing(tmp_path):
-    import subprocess
-    import sys
+    from tests.conftest import patchkit_main
 
     work = tmp_path / "w"
-    p = subprocess.run(
-        [sys.executable, "-m", "patchkit", "run", "--work", str(work), "--offline", "--target-gpu", "GTX 9"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    p = patchkit_main(
+        "run", "--work", str(work), "--offline", "--target-gpu", "GTX 9", cwd=ROOT, env={"PATH": "/usr/bin:/bin"}
     )
     assert p.returncode == 2 and p.stderr.startswith("patchkit: error: --target-gpu / bench.kernel.target-gpus: ")
     assert not work.exists()

@@ -56,16 +56,23 @@ def test_held_stops_a_groups_processes_and_holds_back_new_ones(tmp_path):
     import threading
     import time as _time
 
-    tick = "import time\nfor _ in range(40):\n    print(time.time(), flush=True)\n    time.sleep(0.02)\n"
+    # 40 ticks 20 ms apart; after its second tick the program says so in a file of its own
+    tick = (
+        "import pathlib, sys, time\nfor i in range(40):\n    print(time.time(), flush=True)\n"
+        "    i == 1 and pathlib.Path(sys.argv[1]).write_text('ticking')\n    time.sleep(0.02)\n"
+    )
     logs = [tmp_path / "a.log", tmp_path / "b.log"]
 
     def start(log):
         with proc.group("g"):
-            proc.run([sys.executable, "-c", tick], log=log, echo=False)
+            proc.run([sys.executable, "-c", tick, str(log) + ".ticking"], log=log, echo=False)
 
     a = threading.Thread(target=start, args=(logs[0],))
     a.start()
-    _time.sleep(0.3)
+    deadline = _time.monotonic() + 60  # a's ticks have begun (however long its interpreter took to start)
+    while not (tmp_path / "a.log.ticking").exists():
+        assert _time.monotonic() < deadline, "the first program never ticked"
+        _time.sleep(0.01)
     with proc.held("g") as h:
         b = threading.Thread(target=start, args=(logs[1],))  # started while held: waits
         b.start()

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from patchkit import options
 from patchkit.options import describe, resolve_run
 from patchkit.recipe import parse_recipe
 from patchkit.run import steps
+from tests.conftest import Ran, patchkit_main
 
 ROOT = Path(__file__).resolve().parents[2]
 KINDS = tuple(k.name for k in steps.STEPS)
@@ -52,11 +50,8 @@ def test_a_value_only_a_lower_layer_sets_keeps_that_layers_name():
     assert set(rows.values()) <= {"default", "recipe", "command"}
 
 
-def _cli(tmp: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    e = {**os.environ, "PYTHONPATH": str(ROOT), "PATCHKIT_WORK": str(tmp / "work"), **env}
-    return subprocess.run(
-        [sys.executable, "-m", "patchkit", "run", "--show-options", *args], env=e, capture_output=True, text=True
-    )
+def _cli(tmp: Path, *args: str, **env: str) -> Ran:
+    return patchkit_main("run", "--show-options", *args, env={"PATCHKIT_WORK": str(tmp / "work"), **env})
 
 
 def test_show_options_prints_the_table_and_runs_nothing(tmp_path):

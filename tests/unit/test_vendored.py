@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,7 @@ from patchkit.maintain import bases
 from patchkit.recipe import load_recipe, parse_recipe
 from patchkit.source import vendored
 from patchkit.workspace import Workspace
+from tests.conftest import patchkit_main
 
 ROOT = Path(__file__).resolve().parents[2]
 V35 = "4df29be4f4c3673f428170fda944a5b19f743bb8"
@@ -88,12 +87,7 @@ def test_the_cli_says_it_in_one_line_with_exit_2(tmp_path):
     (tmp_path / "recipes").mkdir()
     f = tmp_path / "recipes" / "r.toml"
     f.write_text(f'[base]\nupstream = "ggml-org/llama.cpp@{OTHER}"\n')
-    r = subprocess.run(
-        [sys.executable, "-m", "patchkit", "fetch", "-r", str(f), "--work", str(tmp_path / "w"), "--offline"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
+    r = patchkit_main("fetch", "-r", str(f), "--work", str(tmp_path / "w"), "--offline", cwd=ROOT)
     assert r.returncode == 2, r
     [line] = r.stderr.strip().splitlines()
     assert line.startswith("patchkit: error: ") and "take the git route" in line

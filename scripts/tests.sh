@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The test suite in two tiers, each with its slowest tests and its wall time printed:
+#   unit         tests/unit: no builds, no downloads; stops at the first failure (-x)
+#   integration  tests/integration: the real sdist, real CMake/Ninja builds of the CPU backend, nvcc
+#                compile checks, a two-node Ray cluster on 127.0.0.1 (tens of minutes on 2 cores)
+# The unit tier runs first; integration runs only when it passed. `scripts/tests.sh unit` runs one tier.
+# The integration tests' work folder is $PATCHKIT_TEST_WORK (default ~/.cache/patchkit-test): builds found
+# there by their keys are reused, so CI points it at the work folder its first command has just made.
+# A tier that collects no test fails (pytest's exit 5), as does any other non-zero exit.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+tier() {  # name, pytest arguments
+    local name=$1 start rc=0
+    shift
+    start=$(date +%s)
+    echo "+ python3 -m pytest $*"
+    python3 -m pytest "$@" || rc=$?
+    [ "$rc" -ne 5 ] || echo "$name tier: no tests collected" >&2
+    echo "$name tier: exit $rc after $(($(date +%s) - start)) s"
+    return "$rc"
+}
+
+case "${1:-all}" in
+unit) tier unit -q -x --durations=15 tests/unit ;;
+integration) tier integration -q --durations=15 tests/integration ;;
+all) tier unit -q -x --durations=15 tests/unit && tier integration -q --durations=15 tests/integration ;;
+*)
+    echo "usage: scripts/tests.sh [unit|integration|all]" >&2
+    exit 2
+    ;;
+esac
