@@ -8,6 +8,14 @@ environment < command line, each value with its source) and `patchkit run --show
 them (Option, Value and convert: patchkit.option_decl). Nothing here imports another patchkit module but
 the backend table and the declarations: the recipe's dataclasses and the
 timing runners take their defaults from here (`default`).
+
+Adding a setting (docs/layout.md, "Adding a setting"): one `_o(...)` entry below (name = its RunOptions
+field by dotted name, help, flags, env, recipe = the recipe field's path, key = the TOML key, profile,
+default, type); the recipe field in patchkit/recipe.py with `= default("<name>")`; the field in the
+options dataclass of its section (patchkit/options.py, no default there); its name in GROUPS for a flag.
+tests/unit/test_option_set.py fails until the recipe field and the setting agree; test_option_routes.py
+then tries it through each layer it has. Every layer gives a value when it has the setting at all: 0, ''
+and false are values; the command line holds only what was typed (patchkit.cli.base.typed).
 """
 
 from __future__ import annotations
