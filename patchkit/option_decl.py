@@ -29,6 +29,7 @@ class Option:
     metavar: str = ""
     adds: bool = False  # command-line values add to the recipe's instead of replacing them
     nargs: str = ""
+    empty: bool = True  # an empty value ('' or no items) is one: False refuses it in one line (a path, an arch)
 
     @property
     def arg(self) -> str:
@@ -54,11 +55,6 @@ class Value:
     why: str = ""  # the default's reason, or the environment variable's name
 
 
-def given(v: object) -> bool:
-    """Whether a command-line value was given (argparse's defaults: None, '', [], 0, False)."""
-    return v not in (None, "", [], (), 0)
-
-
 def _int(v: object, what: str, minimum: int = 0) -> int:
     try:
         n = int(v)  # type: ignore[call-overload]
@@ -72,6 +68,8 @@ def _int(v: object, what: str, minimum: int = 0) -> int:
 def convert(o: Option, v: object, what: str = "") -> object:
     """A value of `o` in its type, checked: one line naming `what` (the flag, variable or key) otherwise."""
     what = what or o.label
+    if not o.empty and v in ("", None, (), []):
+        raise OptionError(f"{what}: expected a value, got {v!r}")
     if o.choices and v not in o.choices:
         raise OptionError(f"{what}: expected one of {', '.join(o.choices)}, got {v!r}")
     if o.type == "int":
@@ -86,5 +84,7 @@ def convert(o: Option, v: object, what: str = "") -> object:
     if o.type in ("ints", "strs"):
         items = v.split(",") if isinstance(v, str) else v
         out = tuple(x.strip() if isinstance(x, str) else x for x in items)  # type: ignore[union-attr]
+        if not o.empty and not [x for x in out if x != ""]:
+            raise OptionError(f"{what}: expected a value, got {v!r}")
         return tuple(_int(x, what) for x in out) if o.type == "ints" else tuple(str(x) for x in out if x != "")
     return "" if v is None else str(v)

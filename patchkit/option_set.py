@@ -8,6 +8,14 @@ environment < command line, each value with its source) and `patchkit run --show
 them (Option, Value and convert: patchkit.option_decl). Nothing here imports another patchkit module but
 the backend table and the declarations: the recipe's dataclasses and the
 timing runners take their defaults from here (`default`).
+
+Adding a setting (docs/layout.md, "Adding a setting"): one `_o(...)` entry below (name = its RunOptions
+field by dotted name, help, flags, env, recipe = the recipe field's path, key = the TOML key, profile,
+default, type); the recipe field in patchkit/recipe.py with `= default("<name>")`; the field in the
+options dataclass of its section (patchkit/options.py, no default there); its name in GROUPS for a flag.
+tests/unit/test_option_set.py fails until the recipe field and the setting agree; test_option_routes.py
+then tries it through each layer it has. Every layer gives a value when it has the setting at all: 0, ''
+and false are values; the command line holds only what was typed (patchkit.cli.base.typed).
 """
 
 from __future__ import annotations
@@ -15,13 +23,23 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from patchkit import backends
-from patchkit.option_decl import SOURCES, Option, Value, convert, given  # noqa: F401  (the table's API)
+from patchkit.option_decl import SOURCES, Option, Value, convert  # noqa: F401  (the table's API)
 
 
 def _attr(obj: object, path: str) -> object:
     for part in path.split("."):
         obj = getattr(obj, part)
     return obj
+
+
+def _from_recipe(o: Option, recipe: object) -> tuple[bool, object]:
+    """(whether the recipe gives `o` a value, the value): a key the file wrote, 0 and empty values too; in a
+    recipe made or changed in code (no record of the keys written), a value other than the declared default."""
+    if not o.recipe or recipe is None:
+        return False, None
+    v = _attr(recipe, o.recipe)
+    keys = getattr(recipe, "keys", None)
+    return (keys is not None and o.key in keys) or v != o.default, v
 
 
 def resolve_one(
@@ -35,21 +53,20 @@ def resolve_one(
 ) -> Value:
     """The chain of one setting: its default (or `default`, a (value, reason) the machine gives) < the
     recipe (its [profile.<backend>] over its plain key) < the environment < the command line; the source
-    is the highest layer that gave a value (a recipe value equal to the declared default is not one)."""
+    is the highest layer that gave a value. A layer gives one when it has the setting at all: `cli` holds
+    only what was typed (the parser is sparse: patchkit.cli.base.typed), a variable set to '' is set, and
+    0, '' and false are values wherever they come from."""
     value, why = default if default is not None else (o.default, "default")
     got = Value(value, "default", why)
-    if o.recipe and recipe is not None:
-        v = _attr(recipe, o.recipe)
-        if v != o.default and v != got.value:  # the recipe's dataclass default is the declared one: not set
-            got = Value(v, "recipe", o.key)
-    if o.profile and profile is not None:
-        v = getattr(profile, o.profile)
-        if given(v) and v != got.value:
-            got = Value(v, "recipe", f"profile.{o.profile}")
-    if o.env and environ.get(o.env, ""):
+    has, v = _from_recipe(o, recipe)
+    if has:
+        got = Value(v, "recipe", o.key)
+    if o.profile and profile is not None and getattr(profile, o.profile) is not None:
+        got = Value(getattr(profile, o.profile), "recipe", f"profile.{o.profile}")
+    if o.env and o.env in environ:
         raw = environ[o.env]
         got = Value(convert(o, raw if o.type not in ("ints", "strs") else (raw,), o.label), "environment", o.env)
-    if o.arg and given(cli.get(o.arg)):
+    if o.arg and o.arg in cli:
         v = cli[o.arg] if o.action != "store_false" else False
         if o.adds:
             v = tuple(got.value) + tuple(v)  # type: ignore[arg-type]
@@ -100,6 +117,7 @@ OPTIONS: tuple[Option, ...] = (
         "--recipe",
         dest="recipe",
         default="recipes/default.toml",
+        empty=False,
     ),
     _o(
         "work",
@@ -107,6 +125,7 @@ OPTIONS: tuple[Option, ...] = (
         "--work",
         env="PATCHKIT_WORK",
         default=".patchkit",
+        empty=False,
     ),
     _flag("offline", "never use the network; the base must be in the cache", "--offline"),
     _o(
@@ -131,18 +150,20 @@ OPTIONS: tuple[Option, ...] = (
     ),
     _o(
         "build.archs",
-        "CUDA architecture(s): 89, '89;90', native (repeatable)",
+        "CUDA architecture(s): 89, '89;90', native (repeatable; default: the recipe's build.arch, else 89; "
+        "a backend without archs uses none)",
         "--arch",
         env="PATCHKIT_ARCH",
         recipe="build.arch",
         key="build.arch",
-        default=(),
+        default=("89",),
+        empty=False,
         type="strs",
         action="append",
     ),
     _o(
         "build.jobs",
-        "parallel build jobs (default: ninja's)",
+        "parallel build jobs (0: ninja's own default; default: the cores on a CUDA machine, else ninja's)",
         "--jobs",
         "-j",
         env="PATCHKIT_JOBS",
@@ -264,7 +285,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     _o(
         "test.jobs",
-        "test-backend-ops -j (parallel test workers)",
+        "test-backend-ops -j (parallel test workers; 0: no -j, the tool's default)",
         "--test-jobs",
         env="PATCHKIT_TEST_JOBS",
         default=0,
@@ -297,6 +318,7 @@ OPTIONS: tuple[Option, ...] = (
         recipe="kernel.backend",
         key=_KERNEL + "backend",
         default="",
+        empty=False,
     ),
     _o("kernel.op", "test-backend-ops -o", recipe="kernel.op", key=_KERNEL + "op", default="FLASH_ATTN_EXT"),
     _o(
@@ -354,7 +376,7 @@ OPTIONS: tuple[Option, ...] = (
         type="float",
     ),
     _o(
-        "kernel.min_time_s",
+        "kernel.min_time",
         "settled: at least this many seconds timed of every binary",
         recipe="kernel.min_time",
         key=_KERNEL + "min-time",
@@ -374,7 +396,8 @@ OPTIONS: tuple[Option, ...] = (
     ),
     _o(
         "kernel.min_us",
-        "kernel timing: least timed microseconds per case and process (default: recipe)",
+        "kernel timing: least timed microseconds per case and process (0: no least time, the fewest runs "
+        "test-backend-ops makes; default: recipe)",
         "--kernel-min-us",
         env="PATCHKIT_KERNEL_MIN_US",
         recipe="kernel.min_us",

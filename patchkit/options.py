@@ -135,7 +135,7 @@ class KernelOptions:
     # (the defaults of these and every other setting: patchkit.option_set, declared once)
     max_rounds: int  # a case stops after this many rounds even if not settled
     max_noise: float  # settled: relative stdev of every binary's samples at most this
-    min_time_s: float  # settled: at least this much timed time of every binary
+    min_time: float  # settled: at least this many seconds timed of every binary
     max_seconds: int  # no new round past this many seconds of test-backend-ops (0: no cap)
     min_us: int  # GGML_TEST_PERF_MIN_US: each case's least timed time per process
     target_gpus: tuple[str, ...] = ()  # bench:occupancy: GPUs predicted for (names of patchkit/data/gpus.toml)
@@ -154,11 +154,11 @@ class DecodeOptions:
     threads: int
     extra_args: tuple[str, ...]
     model: str  # a GGUF path; '' = the synthetic model
-    max_rounds: int = 1  # a test stops after this many rounds even if not settled
-    max_noise: float = 0.0  # settled: relative stdev of every binary's t/s samples at most this
-    max_seconds: int = 0  # no new round past this many seconds of llama-bench (0: no cap)
-    pp_depths: tuple[int, ...] = ()  # depths of the pp tests (empty: depths)
-    max_floor: float = 0.0  # a cell whose own A/A floor is above this is 'noisy' (0: no limit)
+    max_rounds: int  # a test stops after this many rounds even if not settled
+    max_noise: float  # settled: relative stdev of every binary's t/s samples at most this
+    max_seconds: int  # no new round past this many seconds of llama-bench (0: no cap)
+    pp_depths: tuple[int, ...]  # depths of the pp tests (empty: depths)
+    max_floor: float  # a cell whose own A/A floor is above this is 'noisy' (0: no limit)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -221,7 +221,10 @@ def _build_values(
 ) -> dict[str, Value]:
     backend = option_set.resolve_one(OPTION["build.backend"], cli, environ, recipe=recipe)
     fast = _fast(str(backend.value), machine)
-    return {"build.backend": backend, **option_set.resolve(BUILD[1:], cli, environ, recipe=recipe, defaults=fast)}
+    vals = {"build.backend": backend, **option_set.resolve(BUILD[1:], cli, environ, recipe=recipe, defaults=fast)}
+    if not backends.get(str(backend.value)).archs:  # the arch the backend does not use: none, from its choice
+        vals["build.archs"] = Value((), backend.source, f"{backend.value} backend: no arch")
+    return vals
 
 
 def _build_of(recipe: Recipe, v: Mapping[str, Value]) -> BuildOptions:
@@ -254,13 +257,14 @@ def resolve_values(
     build = _build_values(recipe, cli, environ, machine)
     backend = str(build["build.backend"].value)
     names = [o.name for o in option_set.OPTIONS if "." in o.name and o.name not in build] + list(RUN_FIELDS)
+    device = backends.get(backend).device
     vals = option_set.resolve(
         names,
         cli,
         environ,
         recipe=recipe,
-        profile=recipe.profiles.get(backend) or Profile(),
-        defaults=_fast(backend, machine),
+        profile=recipe.profiles.get(backend, Profile()),
+        defaults={**_fast(backend, machine), "kernel.backend": (device, "the build's device")},
     )
     return {**build, **vals}
 
@@ -302,19 +306,18 @@ def run_options(recipe: Recipe, v: Mapping[str, Value], *, steps: tuple[str, ...
         return v[name].value
 
     build = _build_of(recipe, v)
-    suites = tuple(val("test.suites")) or tuple(recipe.suites)
+    suites = tuple(val("test.suites"))
     for s in suites:
         if s not in recipe.suites:
             raise RecipeError(f"{recipe.path}: no suite {s!r} in [suites]{hint(s, recipe.suites)}")
     test_variants, default_variants, tv_src = _test_variants(
         recipe, {"test_variant": val("test.variants"), "changed": val("changed")}
     )
-    device = backends.get(build.backend).device
     sections = {
         sec: {n.split(".", 1)[1]: val(n) for n in v if n.startswith(sec + ".")}
         for sec in ("kernel", "decode", "numerics", "model")
     }
-    kernel = {**sections["kernel"], "backend": val("kernel.backend") or device}
+    kernel = dict(sections["kernel"])
     kernel["target_gpus"] = _target_gpus(tuple(val("kernel.target_gpus")))
     tj, tp = v["test.jobs"], v["test.procs"]
     return RunOptions(
@@ -371,17 +374,12 @@ def describe(
     machine: Machine | None = None,
 ) -> list[tuple[str, object, str]]:
     """(setting, value, source) of every field of the resolved RunOptions, e.g. ('kernel.rounds', 3,
-    'recipe'): the sources the one chain recorded (option_set.resolve_one). A recipe's value that
-    ends as the declared default reads as the default (the recipe's build.arch on the cpu backend,
-    where no arch is used). `steps` is the command's."""
+    'recipe'): the sources the one chain recorded (option_set.resolve_one). `steps` is the command's."""
     environ = os.environ if environ is None else environ
     values = resolve_values(recipe, cli, environ, machine or this_machine())
     final = run_options(recipe, values, steps=steps)
     src = {n: v.source for n, v in values.items()}
     leaves = _leaves(final)
-    for name, value in leaves.items():
-        if name in OPTION and value == OPTION[name].default and src[name] == "recipe":
-            src[name] = "default"
     src["test.default_variants"] = src["test.variants"] = _latest(src["test.variants"], src["changed"])
     src["test.jobs_default"] = src["test.jobs"]
     src["sources"] = _latest(src["build.jobs"], src["test.procs"], src["test.jobs"], src["test.variants"])

@@ -76,63 +76,65 @@ class Patch:
         return name[:digits] if digits >= 4 else Path(name).stem
 
 
+# The tables of settings ([build], [bench.kernel], [bench.decode], [numerics]): each field's default is its
+# setting's, declared once in patchkit.option_set (tests/unit/test_option_set.py checks every field is one).
+
+
 @dataclass(frozen=True, kw_only=True)
 class Build:
-    backend: str = backends.CUDA.name  # a name of patchkit.backends.BACKENDS
-    arch: tuple[str, ...] = ("89",)
-    build_type: str = "Release"
-    cmake_options: tuple[str, ...] = ()
-    targets: tuple[str, ...] = ("test-backend-ops", "llama-bench", "llama-completion", "llama-perplexity")
-    jobs: int = 0  # 0: ninja's default
+    backend: str = default("build.backend")  # a name of patchkit.backends.BACKENDS
+    arch: tuple[str, ...] = default("build.archs")
+    build_type: str = default("build.build_type")
+    cmake_options: tuple[str, ...] = default("build.cmake_options")
+    targets: tuple[str, ...] = default("build.targets")
+    jobs: int = default("build.jobs")  # 0: ninja's default
 
 
 @dataclass(frozen=True, kw_only=True)
 class KernelBench:
-    op: str = "FLASH_ATTN_EXT"
-    params: str = ""  # regex for test-backend-ops -p
-    test_file: str = ""  # exact test file (test-backend-ops --test-file), replaces params
+    op: str = default("kernel.op")
+    params: str = default("kernel.params")  # regex for test-backend-ops -p
+    test_file: str = default("kernel.test_file")  # exact test file (test-backend-ops --test-file), replaces params
     rounds: int = default("kernel.rounds")
-    backend: str = ""  # default: the build's backend device (CUDA0 / CPU)
-    path_params: str = ""  # regex: which of the timed cases get kernel names (ncu); empty: all
+    backend: str = default("kernel.backend")  # default: the build's backend device (CUDA0 / CPU)
+    path_params: str = default("kernel.path_params")  # which of the timed cases get kernel names (ncu); empty: all
     # adaptive rounds (patchkit.measure.kernel, docs/kernel-timing.md); `rounds` is the least
-    max_rounds: int = default("kernel.max_rounds")  # a case stops after this many rounds even if not settled
-    max_noise: float = default("kernel.max_noise")  # settled: relative stdev of every binary's samples at most this
-    min_time: float = default("kernel.min_time_s")  # settled: at least this many seconds timed of every binary
-    max_seconds: int = default(
-        "kernel.max_seconds"
-    )  # no new round past this many seconds of test-backend-ops (0: no cap)
-    min_us: int = default("kernel.min_us")  # GGML_TEST_PERF_MIN_US (patches/local/0002): least timed time per case
-    target_gpus: tuple[str, ...] = ()  # bench:occupancy: GPUs to predict for (patchkit/data/gpus.toml names)
+    max_rounds: int = default("kernel.max_rounds")
+    max_noise: float = default("kernel.max_noise")
+    min_time: float = default("kernel.min_time")
+    max_seconds: int = default("kernel.max_seconds")
+    min_us: int = default("kernel.min_us")  # GGML_TEST_PERF_MIN_US (patches/local/0002)
+    target_gpus: tuple[str, ...] = default("kernel.target_gpus")  # bench:occupancy (patchkit/data/gpus.toml)
 
 
 @dataclass(frozen=True, kw_only=True)
 class DecodeBench:
-    depths: tuple[int, ...] = (0, 32768, 122880)
-    cache_type_k: str = "q4_0"
-    cache_type_v: str = "q4_0"
-    n_prompt: tuple[int, ...] = (0,)  # llama-bench -p: prompt sizes of pp tests (0: none)
-    n_gen: tuple[int, ...] = (32,)  # llama-bench -n: tokens of tg tests (a single number is one)
-    ubatch: tuple[int, ...] = ()  # llama-bench -ub: micro-batch sizes (empty: llama-bench's default)
-    pp_depths: tuple[int, ...] = ()  # depths of the pp tests (empty: `depths`); tg runs at `depths`
-    repetitions: int = 3
-    model: str = ""  # a GGUF path; empty: the synthetic model
-    threads: int = 0
-    extra_args: tuple[str, ...] = ()
+    depths: tuple[int, ...] = default("decode.depths")
+    cache_type_k: str = default("decode.type_k")
+    cache_type_v: str = default("decode.type_v")
+    n_prompt: tuple[int, ...] = default("decode.n_prompt")  # llama-bench -p (0: no prompt-processing test)
+    n_gen: tuple[int, ...] = default("decode.n_gen")  # llama-bench -n
+    ubatch: tuple[int, ...] = default("decode.ubatch")  # llama-bench -ub (empty: llama-bench's default)
+    pp_depths: tuple[int, ...] = default("decode.pp_depths")  # depths of the pp tests (empty: `depths`)
+    repetitions: int = default("decode.repetitions")
+    model: str = default("decode.model")  # a GGUF path; empty: the synthetic model
+    threads: int = default("decode.threads")
+    extra_args: tuple[str, ...] = default("decode.extra_args")
     # interleaved rounds with an A/A copy of base, as bench.kernel (patchkit.measure.decode)
-    rounds: int = 1  # the least rounds
-    max_rounds: int = 1  # a test stops after this many rounds even if not settled
-    max_noise: float = 0.0  # settled: relative stdev of every binary's t/s samples at most this
-    max_seconds: int = 0  # no new round past this many seconds of llama-bench (0: no cap)
-    max_floor: float = 0.0  # a cell whose own A/A floor is above this is 'noisy' (0: no limit)
+    rounds: int = default("decode.rounds")
+    max_rounds: int = default("decode.max_rounds")
+    max_noise: float = default("decode.max_noise")
+    max_seconds: int = default("decode.max_seconds")
+    max_floor: float = default("decode.max_floor")  # a cell whose own A/A floor is above this is 'noisy'
 
 
 @dataclass(frozen=True, kw_only=True)
 class Numerics:
-    depths: tuple[int, ...] = (0, 16384)
-    prompts: tuple[str, ...] = ("The quick brown fox",)
-    n_predict: int = 64
-    kl_chunks: int = 4
-    kl_ctx: int = 512
+    depths: tuple[int, ...] = default("numerics.depths")
+    prompts: tuple[str, ...] = default("numerics.prompts")
+    n_predict: int = default("numerics.n_predict")
+    kl_chunks: int = default("numerics.kl_chunks")
+    kl_ctx: int = default("numerics.kl_ctx")
     # [model] keys numerics overrides: its comparisons (greedy text, KL against base) need the attention
     # shape of [model] (the kernels a variant picks), not its width (docs/kernel-timing.md, "Budget")
     model: dict[str, object] = field(default_factory=dict)
@@ -152,17 +154,18 @@ REAL_MODEL_KEYS = ("package", "path")
 @dataclass(frozen=True, kw_only=True)
 class Profile:
     """Defaults for one backend ([profile.cpu], [profile.cuda]): a selection sized for that machine.
-    The command line still wins; what was selected is recorded in each step's arguments."""
+    The command line still wins; what was selected is recorded in each step's arguments. A field not
+    written is None (the plain key's value holds); any written value, 0 and empty ones too, is one."""
 
-    test_filter: str = ""  # test-backend-ops -p for the suites
-    depths: tuple[int, ...] = ()  # bench.decode depths (of the tg tests)
-    pp_depths: tuple[int, ...] = ()  # bench.decode pp-depths
-    n_prompt: tuple[int, ...] = ()  # bench.decode n-prompt
-    ubatch: tuple[int, ...] = ()  # bench.decode ubatch
-    numerics_depths: tuple[int, ...] = ()  # numerics depths
+    test_filter: str | None = None  # test-backend-ops -p for the suites
+    depths: tuple[int, ...] | None = None  # bench.decode depths (of the tg tests)
+    pp_depths: tuple[int, ...] | None = None  # bench.decode pp-depths
+    n_prompt: tuple[int, ...] | None = None  # bench.decode n-prompt
+    ubatch: tuple[int, ...] | None = None  # bench.decode ubatch
+    numerics_depths: tuple[int, ...] | None = None  # numerics depths
     model: dict[str, object] = field(default_factory=dict)  # [model] keys this backend overrides
-    decode_rounds: int = 0  # bench.decode rounds and max-rounds on this backend (0: [bench.decode]'s)
-    decode_max_rounds: int = 0
+    decode_rounds: int | None = None  # bench.decode rounds on this backend
+    decode_max_rounds: int | None = None  # bench.decode max-rounds on this backend
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -208,6 +211,9 @@ class Recipe:
     # the optional tables the recipe has ("bench.decode", "model", "numerics", ...): a step whose table is
     # missing is not run on defaults (patchkit.run.steps.unmet); None: every table (a recipe made in code)
     sections: frozenset[str] | None = None
+    # the keys of the settings' tables the file wrote ('bench.kernel.max-seconds', 'build.jobs', 'suites'):
+    # a value written is the recipe's even where it equals the default; None: a recipe made in code
+    keys: frozenset[str] | None = None
 
     def has(self, section: str) -> bool:
         return self.sections is None or section in self.sections
@@ -439,7 +445,16 @@ def parse_recipe(text: str, file: Path, root: Path | None = None) -> Recipe:
         profiles=_profiles(data.get("profile", {}), file),
         affects=affects,  # type: ignore[arg-type]
         sections=frozenset([k for k in ("suites", "model", "numerics") if k in data] + [f"bench.{k}" for k in bench]),
+        keys=_keys_written(data, bench),
     )
+
+
+def _keys_written(data: dict, bench: dict) -> frozenset[str]:
+    """The setting keys the recipe wrote, as option_set names them (dashes): 'build.jobs', 'suites', ..."""
+    tables = {"build": data.get("build", {}), "numerics": data.get("numerics", {}), "model": data.get("model", {})}
+    tables.update({f"bench.{k}": v for k, v in bench.items()})
+    keys = {f"{t}.{k.replace('_', '-')}" for t, table in tables.items() if isinstance(table, dict) for k in table}
+    return frozenset(keys | ({"suites"} if "suites" in data else set()))
 
 
 def _base_from_table(base: Base, file: Path) -> Base:

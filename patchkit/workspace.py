@@ -276,4 +276,5 @@ def read_json(path: Path) -> object:
 def work_folder(given: object = None, environ: Mapping[str, str] | None = None) -> str:
     """The work folder's path: --work, else $PATCHKIT_WORK, else ./.patchkit (option_set's `work`)."""
     o = option_set.OPTION["work"]
-    return str(option_set.resolve_one(o, {o.arg: given}, os.environ if environ is None else environ).value)
+    cli = {} if given is None else {o.arg: given}  # None: not given (a given '' is refused in one line)
+    return str(option_set.resolve_one(o, cli, os.environ if environ is None else environ).value)

@@ -63,16 +63,19 @@ def options_from(
     recipe: Recipe,
     *,
     backend: str | None = None,
-    archs: tuple[str, ...] = (),
-    jobs: int = 0,
+    archs: tuple[str, ...] | None = None,
+    jobs: int | None = None,
     extra: tuple[str, ...] = (),
     full_rebuild: bool = False,
 ) -> BuildOptions:
+    """The build options of `recipe` with these values: each one given (0 and empty too) is used as it is;
+    None is the recipe's (the command line's values come resolved: patchkit.options.build_options)."""
     b = recipe.build
-    backend = backend or b.backend
+    backend = b.backend if backend is None else backend
+    jobs = b.jobs if jobs is None else jobs
     arch_list: tuple[str, ...] = ()
     if backends.get(backend).archs:
-        raw = archs or b.arch
+        raw = b.arch if archs is None else archs
         arch_list = tuple(a for part in raw for a in re.split(r"[;,\s]+", part) if a)
         for a in arch_list:
             m = re.fullmatch(r"(\d+)[af]?(-real|-virtual)?", a)
@@ -87,7 +90,7 @@ def options_from(
         build_type=b.build_type,
         cmake_options=tuple(b.cmake_options) + tuple(extra),
         targets=tuple(b.targets),
-        jobs=jobs or b.jobs,
+        jobs=jobs,
         full_rebuild=full_rebuild,
     )
 

@@ -11,7 +11,7 @@ import sys
 
 from patchkit import __version__, proc
 from patchkit.cli import commands, maintain, sweep, wheel
-from patchkit.cli.base import Command
+from patchkit.cli.base import Command, finish, sparse_dests
 from patchkit.errors import PatchkitError
 from patchkit.workspace import work_folder
 
@@ -37,12 +37,12 @@ def make_parser() -> argparse.ArgumentParser:
         for cmd in group:
             p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
             cmd.add_arguments(p)
-            p.set_defaults(command_object=cmd)
+            p.set_defaults(command_object=cmd, typed_dests=sparse_dests(p))
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = make_parser().parse_args(argv)
+    args = finish(make_parser().parse_args(argv))
     try:
         with proc.stop_on_signals():  # SIGINT/SIGTERM/SIGHUP stop every program, held or not
             return args.command_object.run(args)

@@ -12,7 +12,7 @@ import argparse
 from collections.abc import Callable
 from typing import ClassVar
 
-from patchkit.option_set import GROUPS, OPTION
+from patchkit.option_set import GROUPS, OPTION, OPTIONS
 from patchkit.options import Context, RunOptions, context, defaults_line, resolve_run
 from patchkit.run import steps
 
@@ -30,13 +30,14 @@ class Command:
 
 def add_options(p: argparse.ArgumentParser | argparse._ArgumentGroup, *names: str, **help: str) -> None:
     """The argparse arguments of these settings, generated from their one declaration
-    (patchkit.option_set); `help` replaces a setting's help where a command says it its own way."""
+    (patchkit.option_set); `help` replaces a setting's help where a command says it its own way. They
+    are sparse (nox's way: argparse.SUPPRESS): only what was typed is parsed (`typed`), so the one chain
+    knows its source exactly and 0, '' and false typed are values."""
     for name in names:
         o = OPTION[name]
-        kw: dict = {"help": help.get(name.replace(".", "_"), o.help)}
+        kw: dict = {"help": help.get(name.replace(".", "_"), o.help), "default": argparse.SUPPRESS}
         if o.flags[0].startswith("-"):
             kw["dest"] = o.arg
-            kw["default"] = [] if o.action == "append" else False if o.action.startswith("store") else None
         if o.action:
             kw["action"] = "store_true" if o.action == "store_false" else o.action
         if o.arg_type:
@@ -45,6 +46,36 @@ def add_options(p: argparse.ArgumentParser | argparse._ArgumentGroup, *names: st
             if getattr(o, k):
                 kw[k] = getattr(o, k)
         p.add_argument(*o.flags, **kw)
+
+
+# the value a declared setting's argument reads as in the Namespace when it was not typed (`finish`)
+_UNTYPED = {
+    o.arg: [] if o.action == "append" or o.nargs else False if o.action.startswith("store") else None
+    for o in OPTIONS
+    if o.arg
+}
+
+
+def sparse_dests(p: argparse.ArgumentParser) -> frozenset[str]:
+    """The destinations of a command's declared settings (their arguments parse sparsely)."""
+    return frozenset(d for d in _UNTYPED if p.get_default(d) is argparse.SUPPRESS)
+
+
+def finish(args: argparse.Namespace) -> argparse.Namespace:
+    """After parsing: `args.typed` holds what was typed of the declared settings (the one chain's command
+    line layer), and each one not typed reads as empty (None, False, []) in `args` for the command's own use."""
+    dests = getattr(args, "typed_dests", frozenset())
+    args.typed = {d: getattr(args, d) for d in dests if hasattr(args, d)}
+    for d in dests - set(args.typed):
+        setattr(args, d, _UNTYPED[d])
+    return args
+
+
+def typed(args: argparse.Namespace) -> dict[str, object]:
+    """The command line's layer of the one chain: the declared settings that were typed, {dest: value}."""
+    if hasattr(args, "typed"):
+        return dict(args.typed)
+    return {k: v for k, v in vars(args).items() if k in _UNTYPED}  # parsed and not finished: only what was typed
 
 
 def add_common(p: argparse.ArgumentParser) -> None:
@@ -65,14 +96,14 @@ def add_variants(p: argparse.ArgumentParser) -> None:
 
 def ctx_of(args: argparse.Namespace) -> Context:
     """The recipe and work folder named by the common options."""
-    return context(recipe=args.recipe, work=args.work, offline=getattr(args, "offline", False))
+    return context(recipe=args.recipe, work=args.work, offline=bool(getattr(args, "offline", False)))
 
 
 def resolved(args: argparse.Namespace, kinds: tuple[str, ...]) -> tuple[Context, RunOptions]:
     """The context and the run's options, checked before anything is written; the fast defaults' line."""
     ctx = ctx_of(args)
     steps.check_names(tuple(getattr(args, "skip", None) or ()), "--skip")
-    opts = resolve_run(ctx.recipe, vars(args), steps=kinds)
+    opts = resolve_run(ctx.recipe, typed(args), steps=kinds)
     steps.check_instances(tuple(getattr(args, "skip", None) or ()), "--skip", ctx.recipe, opts)
     print(defaults_line(opts), flush=True)
     return ctx, opts

@@ -15,7 +15,17 @@ from patchkit import backends, option_set, parsers, report
 from patchkit import build as build_mod
 from patchkit.build import unitcheck
 from patchkit.cli import executor as cli_executor
-from patchkit.cli.base import Command, add_build, add_common, add_options, add_variants, ctx_of, positive_int, resolved
+from patchkit.cli.base import (
+    Command,
+    add_build,
+    add_common,
+    add_options,
+    add_variants,
+    ctx_of,
+    positive_int,
+    resolved,
+    typed,
+)
 from patchkit.errors import PatchkitError, ResultsError
 from patchkit.measure.decode import synth_model
 from patchkit.option_set import GROUPS
@@ -72,7 +82,7 @@ class Build(Command):
 
     def run(self, args):
         ctx = ctx_of(args)
-        opts = build_options(ctx.recipe, vars(args))
+        opts = build_options(ctx.recipe, typed(args))
         base = pipeline.fetch(ctx)
         states = pipeline.apply(ctx, base, only=tuple(args.variant), leave_one_out=args.leave_one_out, force=args.force)
         if args.check:
@@ -207,7 +217,6 @@ class Run(Command):
             help="print every setting, its value and where it came from (default, recipe, environment, command "
             "line), and exit without running",
         )
-        p.set_defaults(suites=None)
 
     def run(self, args):
         kinds = tuple(k.name for k in steps.STEPS)
@@ -229,9 +238,9 @@ def show_options(args: argparse.Namespace, kinds: tuple[str, ...]) -> int:
     nothing and writes nothing."""
     ctx = ctx_of(args)
     steps.check_names(tuple(args.skip or ()), "--skip")
-    own = option_set.resolve(("recipe", "work"), vars(args), os.environ)
+    own = option_set.resolve(("recipe", "work"), typed(args), os.environ)
     rows = [("recipe", str(ctx.recipe.path), own["recipe"].source), ("work", str(ctx.ws.root), own["work"].source)]
-    rows += describe(ctx.recipe, vars(args), steps=kinds)
+    rows += describe(ctx.recipe, typed(args), steps=kinds)
     width = max(len(n) for n, _, _ in rows)
     print(f"patchkit run: {len(rows)} settings (value, then where it came from)")
     for name, value, source in rows:

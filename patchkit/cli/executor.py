@@ -9,7 +9,7 @@ import argparse
 import os
 
 from patchkit import executor, option_set
-from patchkit.cli.base import add_options, resolved
+from patchkit.cli.base import add_options, resolved, typed
 
 
 def add_executor(p: argparse.ArgumentParser) -> None:
@@ -35,7 +35,7 @@ def add_executor(p: argparse.ArgumentParser) -> None:
 
 def executor_of(args: argparse.Namespace) -> executor.ExecutorOptions:
     """The executor settings of the command line (> $PATCHKIT_EXECUTOR > local), checked."""
-    kind = option_set.resolve_one(option_set.OPTION["executor"], vars(args), os.environ).value
+    kind = option_set.resolve_one(option_set.OPTION["executor"], typed(args), os.environ).value
     return executor.executor_options(
         str(kind), address=getattr(args, "address", None) or "", targets=tuple(getattr(args, "target", None) or ())
     )

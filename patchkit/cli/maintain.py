@@ -6,7 +6,7 @@ import argparse
 
 from patchkit import backends
 from patchkit.build import BuildOptions
-from patchkit.cli.base import Command, add_build, add_common, ctx_of
+from patchkit.cli.base import Command, add_build, add_common, add_options, ctx_of, typed
 from patchkit.maintain import bases, newest, rebase, refresh
 from patchkit.maintain.trial import render_table
 from patchkit.options import Context, build_options, resolve_run
@@ -17,7 +17,7 @@ from patchkit.run import pipeline
 
 def _trial_build_options(recipe: Recipe, args: argparse.Namespace) -> BuildOptions:
     """The build options of trial builds: CPU unless --backend cuda; -D, -j, --arch as for `patchkit build`."""
-    return build_options(recipe, {**vars(args), "backend": args.backend or backends.CPU.name})
+    return build_options(recipe, {"backend": backends.CPU.name, **typed(args)})
 
 
 def _run_tests(ctx: Context, args: argparse.Namespace) -> rebase.RunTests:
@@ -26,8 +26,8 @@ def _run_tests(ctx: Context, args: argparse.Namespace) -> rebase.RunTests:
     def run_tests(tr: Recipe, suites: tuple[str, ...]) -> Bundle:
         # the pipeline's own entry (options.resolve_run, then pipeline.run), as `patchkit test` calls it
         cli = {
-            **vars(args),
-            "backend": args.backend or backends.CPU.name,
+            "backend": backends.CPU.name,
+            **typed(args),
             "suites": suites,
             "force": True,
             "label": "rebase",
@@ -39,7 +39,7 @@ def _run_tests(ctx: Context, args: argparse.Namespace) -> rebase.RunTests:
 
 
 def _add_variant(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--variant", action="append", default=[], help="only these variants (repeatable), e.g. base, +0001")
+    add_options(p, "variants")
 
 
 class Rebase(Command):

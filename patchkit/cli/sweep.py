@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from patchkit import backends, option_set
-from patchkit.cli.base import Command, add_common, add_options, ctx_of, non_negative_int, positive_int
+from patchkit.cli.base import Command, add_common, add_options, ctx_of, non_negative_int, positive_int, typed
 from patchkit.measure import env
 from patchkit.options import build_options
 from patchkit.sweep.gpu import GpuOptions
@@ -108,12 +108,13 @@ class Sweep(Command):
         spec = spec_of(args, ctx.recipe)
         # -j, --test-jobs and the kernels' least timed time through the one chain (recipe < PATCHKIT_* < flag)
         got = option_set.resolve(
-            ("build.jobs", "test.jobs", "kernel.min_us"), vars(args), os.environ, recipe=ctx.recipe
+            ("build.jobs", "test.jobs", "kernel.min_us"), typed(args), os.environ, recipe=ctx.recipe
         )
         jobs = int(got["build.jobs"].value)  # type: ignore[call-overload]
         gpu = None
         if not args.check_only:  # both checked before anything is fetched or written
-            cli = {"arch": [args.build_arch] if args.build_arch else [], "jobs": jobs, "backend": backends.CUDA.name}
+            arch = {"arch": [args.build_arch]} if args.build_arch else {}  # not given: the chain's
+            cli = {"jobs": jobs, "backend": backends.CUDA.name, **arch}
             bopts = build_options(ctx.recipe, cli)
             if len(bopts.archs) != 1 or not bopts.archs[0].isdigit():
                 raise SweepError(

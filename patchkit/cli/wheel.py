@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from patchkit.cli.base import Command, add_common, add_options, ctx_of, positive_int
+from patchkit.cli.base import Command, add_common, add_options, ctx_of, positive_int, typed
 from patchkit.options import build_options
 from patchkit.wheel.build import WheelOptions, build_wheel
 from patchkit.wheel.check import CheckOptions, check_wheel
@@ -70,7 +70,7 @@ class Wheel(Command):
     def run(self, args: argparse.Namespace) -> int:
         ctx = ctx_of(args)
         # backend, arch and -j through the one chain (recipe < PATCHKIT_* < flag), as `patchkit build` has them
-        built = build_options(ctx.recipe, {"backend": args.backend, "arch": args.arch, "jobs": args.jobs})
+        built = build_options(ctx.recipe, {k: v for k, v in typed(args).items() if k in ("backend", "arch", "jobs")})
         opts = WheelOptions(
             variant=args.variant,
             backend=built.backend,

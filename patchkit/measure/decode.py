@@ -17,6 +17,7 @@ from patchkit.measure import stats
 from patchkit.measure.clocks import Clocks
 from patchkit.measure.kernel import MAX_ROUNDS, MAX_SECONDS, SETTLED, upstream_db
 from patchkit.measure.tool import Bins, Built, run_logged
+from patchkit.option_set import default
 from patchkit.options import Context, RunOptions
 from patchkit.progress import Progress
 from patchkit.results import Bundle, Status, Step, upstreamdb
@@ -127,10 +128,10 @@ class DecodeTiming:
     it stops anyway after `max_rounds`, or once every test has its minimum, after `max_seconds` of
     llama-bench processes (their raw logs' seconds; 0: no cap). A round runs only the depths of the tests still open."""
 
-    min_rounds: int = 1
-    max_rounds: int = 1
-    max_noise: float = 0.0
-    max_seconds: float = 0.0
+    min_rounds: int = default("decode.rounds")
+    max_rounds: int = default("decode.max_rounds")
+    max_noise: float = default("decode.max_noise")
+    max_seconds: float = float(default("decode.max_seconds"))
     aa: bool = True  # an A/A copy of base (runs recorded before issue 27 have none)
     max_floor: float = 0.0  # a cell whose own A/A floor is above this is 'noisy' (0: no limit)
     per_cell: bool = True  # verdicts against each cell's own A/A floor (runs before issue 36: one floor for all)

@@ -41,7 +41,7 @@ class Timing:
     min_rounds: int = default("kernel.rounds")
     max_rounds: int = default("kernel.max_rounds")
     max_noise: float = default("kernel.max_noise")
-    min_time_s: float = default("kernel.min_time_s")
+    min_time_s: float = default("kernel.min_time")  # results.json's name of kernel.min_time
     max_seconds: float = float(default("kernel.max_seconds"))
     min_us: int = default("kernel.min_us")
 
@@ -348,7 +348,7 @@ def timing_of(opts: RunOptions) -> Timing:
         min_rounds=k.rounds,
         max_rounds=k.max_rounds,
         max_noise=k.max_noise,
-        min_time_s=k.min_time_s,
+        min_time_s=k.min_time,
         max_seconds=k.max_seconds,
         min_us=k.min_us,
     )

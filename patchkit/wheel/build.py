@@ -66,8 +66,8 @@ class WheelOptions:
 
     variant: str  # e.g. +0001+0002, built first with `patchkit build`
     backend: str | None = None  # default: the recipe's build.backend
-    archs: tuple[str, ...] = ()  # CUDA architectures as built (default: the recipe's)
-    jobs: int = 0  # CMAKE_BUILD_PARALLEL_LEVEL (0: the build tool's default)
+    archs: tuple[str, ...] | None = None  # CUDA architectures as built (None: the recipe's)
+    jobs: int | None = None  # CMAKE_BUILD_PARALLEL_LEVEL (0: the build tool's default; None: the recipe's)
     cmake_options: tuple[str, ...] = ()  # extra CMake options for the wheel only
     output: Path | None = None  # default: <work>/wheels/<recipe>
     isolation: bool = True  # pip's build isolation (downloads scikit-build-core)

@@ -4,6 +4,7 @@ the same value through the one chain, each with its source; bad values are one l
 from __future__ import annotations
 
 import dataclasses
+import typing
 from pathlib import Path
 
 import pytest
@@ -51,16 +52,37 @@ def test_a_setting_gives_the_same_value_through_each_route_with_its_source(name)
 
 
 def test_the_declared_default_is_the_recipes_and_the_runners():
+    from patchkit.measure.decode import DecodeTiming
     from patchkit.measure.kernel import Timing
     from patchkit.recipe import KernelBench
 
-    t, k = Timing(), KernelBench()
+    t, k, d = Timing(), KernelBench(), DecodeTiming()
     assert (t.max_rounds, t.max_noise, t.min_time_s, t.min_us) == (k.max_rounds, k.max_noise, k.min_time, k.min_us)
     assert (k.max_rounds, k.max_seconds, t.max_seconds) == (
         OPTION["kernel.max_rounds"].default,
         OPTION["kernel.max_seconds"].default,
         float(OPTION["kernel.max_seconds"].default),
     )
+    want = [OPTION[f"decode.{n}"].default for n in ("rounds", "max_rounds", "max_noise", "max_seconds")]
+    assert [d.min_rounds, d.max_rounds, d.max_noise, d.max_seconds] == want
+
+
+@pytest.mark.parametrize("table", ["build", "kernel", "decode", "numerics"])
+def test_every_field_of_a_recipe_table_is_a_declared_setting_with_its_default(table):
+    """A recipe key is declared once, in option_set: its field's default is the setting's (a default
+    written twice, as build.arch's "89" against the table's () was, fails here)."""
+    from patchkit.recipe import Recipe
+
+    cls = typing.get_type_hints(Recipe)[table]
+    by_path = {o.recipe: o for o in OPTIONS if o.recipe}
+    for f in dataclasses.fields(cls):
+        if (table, f.name) == ("numerics", "model"):  # [model] keys numerics overrides (patchkit.measure.model)
+            continue
+        o = by_path.get(f"{table}.{f.name}")
+        assert o is not None, f"recipe field {table}.{f.name} is no setting of option_set"
+        assert f.default == o.default, o.name
+        assert o.key.rsplit(".", 1)[-1] == f.name.replace("_", "-")  # the TOML key is the field's name
+        assert o.name.split(".", 1)[1] in (f.name, f.name + "s", f.name.removeprefix("cache_"))  # one name
 
 
 def test_every_field_of_the_run_options_is_declared():

@@ -33,7 +33,8 @@ def test_each_setting_is_named_once_with_its_resolved_value_and_its_layer():
     assert got["kernel.max_rounds"] == (9, "environment")
     assert got["build.jobs"] == (3, "environment")
     assert got["kernel.max_seconds"] == (r.kernel.max_seconds, "recipe") and r.kernel.max_seconds != 600
-    assert got["kernel.max_noise"] == (0.005, "default")
+    assert got["kernel.max_noise"] == (0.005, "recipe")  # the recipe writes the default's value: its own
+    assert got["kernel.target_gpus"] == ((), "default")
     assert got["overlap"] == (True, "default")
     assert got["steps"] == (KINDS, "command")
     # [profile.cpu] is the recipe's, though --backend cpu chose it
@@ -44,7 +45,8 @@ def test_each_setting_is_named_once_with_its_resolved_value_and_its_layer():
 def test_a_value_only_a_lower_layer_sets_keeps_that_layers_name():
     r = _recipe()
     rows = {n: s for n, _, s in describe(r, {}, steps=("test",), environ={})}
-    assert r.build.backend == "cuda" and rows["build.backend"] == "default"  # the recipe repeats the default
+    assert r.build.backend == "cuda" and rows["build.backend"] == "recipe"  # written: the recipe's, as the default
+    assert rows["build.build_type"] == "default"  # not written
     assert rows["build.cmake_options"] == "recipe"
     assert rows["kernel.max_rounds"] == "recipe" and rows["build.jobs"] == "default"
     assert set(rows.values()) <= {"default", "recipe", "command"}
