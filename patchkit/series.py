@@ -235,6 +235,21 @@ def dirty_files(tree: Path) -> list[str]:
     return [ln[3:] for ln in out.splitlines() if ln.strip()]
 
 
+def untracked_files(tree: Path, new_head: str) -> list[str]:
+    """The user's files in a variant tree that git does not track: every untracked file git's ignore rules
+    do not hide, and every ignored one the variant's new head would write over (`reset --hard` would)."""
+    wt = vcs.repo(tree)
+    out = wt.run("status", "--porcelain", "--untracked-files=all", "-z")
+    files = [e[3:] for e in out.split("\0") if e.startswith("?? ")]
+    added = wt.run("diff", "--name-only", "--no-renames", "--diff-filter=A", "-z", "HEAD", new_head)
+    files += [f for f in added.split("\0") if f and f not in files and (tree / f).is_file()]
+    return files
+
+
+def _listed(files: list[str]) -> str:
+    return ", ".join(files[:3]) + (f", ... ({len(files)} in all)" if len(files) > 3 else "")
+
+
 _WORKTREES = threading.Lock()
 
 
@@ -346,6 +361,8 @@ def apply_variant(
             head, applied = series_commits(repo, ws, recipe, base, variant)  # raises before the tree is touched
         except vcs.GitError as e:  # a full disk, say: git's own words, one line
             raise ApplyError(f"variant {variant.name}: {git_says(e)} (its tree is as it was)") from None
+        if (tree / ".git").exists():
+            _keep_untracked(tree, variant.name, head, force)
         spath.unlink(missing_ok=True)
         try:
             checkout_base(repo, tree, head, recipe.base.prune)
@@ -357,6 +374,23 @@ def apply_variant(
         state = VariantState(name=variant.name, key=key, base=base.commit, head=head, patches=applied)
         write_json(spath, state.to_dict())
         return state, True
+
+
+def _keep_untracked(tree: Path, variant: str, head: str, force: bool) -> None:
+    """Files the user made in a variant tree are their work: a tree to be made again with them in it is
+    refused, unless forced (then they are discarded: the tree becomes exactly the variant)."""
+    extra = untracked_files(tree, head)
+    if not extra:
+        return
+    if not force:
+        raise ApplyError(
+            f"variant {variant}: {tree} has files git does not track ({_listed(extra)}) and its patches changed; "
+            "move them out of the tree to keep them, or pass --force to discard them"
+        )
+    wt = vcs.repo(tree)
+    wt.run("reset", "--hard")
+    wt.run("clean", "-f", "-d", "-q", "--", *extra)
+    print(f"variant {variant}: --force: discarded {len(extra)} untracked file(s) in {tree} ({_listed(extra)})")
 
 
 def apply_all(
