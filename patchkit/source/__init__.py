@@ -73,11 +73,26 @@ def show(ws: Workspace, commit: str, path: str) -> str | None:
 
 
 def base_key(base: Base) -> str:
+    """The name of a base's record and ref, from everything that makes the base: the git route's commit; the
+    sdist route's sdist (name, version, sha256), vendored folder and the upstream commit the recipe names
+    (which decides whether the import is that commit, verified, or an import commit)."""
     if base.route == "git":
         assert base.git is not None
         return f"git-{base.git.commit}"
-    assert base.sdist is not None
-    return f"sdist-{base.sdist.name}-{base.sdist.version}"
+    sd = base.sdist
+    assert sd is not None
+    made_of = "\0".join(("sdist", sd.name, sd.version, sd.sha256, sd.subdir.strip("/"), base.upstream))
+    return f"sdist-{sd.name}-{sd.version}-{hashlib.sha256(made_of.encode()).hexdigest()[:12]}"
+
+
+_SDIST_KEY = re.compile(r"^sdist-.+-(?P<version>[^-]+)-[0-9a-f]{12}$")
+_SDIST_KEY_BEFORE = re.compile(r"^sdist-.+-(?P<version>[^-]+)$")  # records of older patchkit: no hash
+
+
+def sdist_version_of(key: str) -> str:
+    """The sdist version in a base key (sdist-<name>-<version>-<hash of what made it>), or ''."""
+    m = _SDIST_KEY.match(key) or _SDIST_KEY_BEFORE.match(key)
+    return m.group("version") if m else ""
 
 
 def fetch(base: Base, ws: Workspace, *, offline: bool = False) -> BaseInfo:

@@ -211,3 +211,18 @@ def test_apply_refuses_to_overwrite_a_file_the_user_made_in_a_variant_tree(work,
     forced = cli(*args, "--force", cwd=proj)
     assert "discarded 2 untracked file(s)" in forced.stdout
     assert mine.read_text() == "// patch\n" and not scratch.exists()
+
+
+def test_a_base_record_is_keyed_by_what_made_the_base(base, work, tmp_path):
+    """issue 34: the record was keyed by sdist name and version only: after a recipe naming another upstream
+    commit for the same sdist, the default recipe got that recipe's import commit ("not verified")."""
+    ws = copy_cache(work, tmp_path / "w")
+    other_commit = "1" * 40
+    other = parse_recipe(TOY_BASE.replace(UPSTREAM, other_commit), Path("toy.toml")).base
+    theirs = source.fetch(other, ws, offline=True)
+    assert theirs.upstream.endswith(other_commit) and not theirs.upstream_verified and theirs.commit != UPSTREAM
+    ours = source.fetch(_base_recipe(), ws, offline=True)
+    assert ours.commit == UPSTREAM and ours.upstream_verified and ours.upstream.endswith(UPSTREAM)
+    assert ours.key != theirs.key and ours.key.startswith("sdist-llama-cpp-python-0.3.36-")
+    assert source.fetch(other, ws, offline=True) == theirs  # each from its own record, no import again
+    assert source.sdist_version_of(ours.key) == "0.3.36"
