@@ -14,6 +14,7 @@
                              bin/<variant>/ (snapshots of finished builds, keyed; see build.py)
   runs/<recipe>/<id>/        results bundles (env.json, raw/, results.json, .lock)
   locks/                     one lock file per folder being written
+(and, outside it, nothing: the machine-wide timing lock is an abstract unix socket, see `machine_lock`)
 
 Every name that becomes a path component here (recipe, variant, config, run id, label) goes through
 `safe_component`; `refuse_own_state` keeps an output file (-o) from overwriting what patchkit owns.
@@ -22,11 +23,15 @@ Every name that becomes a path component here (recipe, variant, config, run id, 
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import fcntl
 import json
 import os
 import re
+import socket
+import struct
 import tempfile
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -192,6 +197,55 @@ def take_lock(path: Path, *, wait: bool = False) -> tuple[int | None, str]:
     os.ftruncate(fd, 0)
     os.write(fd, f"patchkit pid {os.getpid()}".encode())
     return fd, ""
+
+
+def machine_lock_name(what: str) -> str:
+    """The abstract socket address of the machine-wide lock `what` (e.g. timing-CUDA0)."""
+    return "\0patchkit-" + re.sub(r"[^A-Za-z0-9_.=-]+", "_", what)
+
+
+def _holder_pid(addr: str) -> int | None:
+    """The pid of the process holding the abstract socket `addr` (SO_PEERCRED), or None."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as c:
+        try:
+            c.connect(addr)
+            pid, _, _ = struct.unpack("3i", c.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+            return pid
+        except OSError:
+            return None
+
+
+@contextmanager
+def machine_lock(what: str, doing: str, *, poll_s: float = 0.5) -> Iterator[None]:
+    """A lock for the whole machine (every user, every work folder, every patchkit): a Linux abstract-namespace
+    unix socket bound while held. It writes nothing anywhere and is released when this process ends, however
+    it ends. A second holder waits, saying once who holds it (`doing`: what waits, e.g. "bench:kernel").
+    Processes in other network namespaces (containers) do not see each other's."""
+    addr = machine_lock_name(what)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    said = False
+    try:
+        while True:
+            try:
+                sock.bind(addr)
+                sock.listen(8)
+                break
+            except OSError as e:
+                if e.errno != errno.EADDRINUSE:
+                    raise LockError(f"{doing}: cannot take the machine-wide lock {what!r}: {e.strerror}") from None
+            if not said:
+                pid = _holder_pid(addr)
+                who = f"patchkit pid {pid}" if pid else "another patchkit"
+                print(
+                    f"{doing}: waiting for {who}, which holds the machine-wide lock {what!r} (two timings at once "
+                    "would disturb each other)",
+                    flush=True,
+                )
+                said = True
+            time.sleep(poll_s)
+        yield
+    finally:
+        sock.close()
 
 
 # what patchkit owns in a run folder and in a work folder: an output file never replaces these
