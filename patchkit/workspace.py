@@ -104,8 +104,27 @@ class Workspace:
                 "to have them made anew here (cache/ and runs/ are kept)"
             )
 
+    def check_writable(self) -> None:
+        """Refuse, before anything is written, a work folder patchkit cannot write in: on a read-only file
+        system, or without write permission (the nearest existing folder of it is the one asked)."""
+        at = self.root
+        while not at.exists() and at != at.parent:
+            at = at.parent
+        try:
+            readonly = bool(os.statvfs(at).f_flag & os.ST_RDONLY)
+        except OSError:
+            readonly = False
+        if readonly or not os.access(at, os.W_OK | os.X_OK):
+            why = "is on a read-only file system" if readonly else "is not writable by this user"
+            where = "" if at == self.root else f" ({at})"
+            raise PatchkitError(
+                f"work folder {self.root}{where} {why}; patchkit writes its cache, trees, builds and runs there: "
+                "give a writable folder with --work or $PATCHKIT_WORK"
+            )
+
     def claim(self) -> None:
         """Record where this work folder is (once, when patchkit first writes to it)."""
+        self.check_writable()
         if not self.marker.is_file():
             now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
             write_json(self.marker, {"path": str(self.root), "created": now})

@@ -100,6 +100,7 @@ def fetch(base: Base, ws: Workspace, *, offline: bool = False) -> BaseInfo:
     key = base_key(base)
     ref = f"refs/patchkit/bases/{key}"
     meta_path = ws.base_meta(key)
+    ws.check_writable()  # before the cache repo is made: one line, nothing written
     repo = open_cache_repo(ws)
     with ws.lock(ws.repo, wait=True):
         if meta_path.is_file():
