@@ -37,11 +37,25 @@ class Variant:
 
     @property
     def folder(self) -> str:
-        return self.name
+        """Its folder, state file, lock and branch name: the name, bounded (folder_name)."""
+        return folder_name(self.name)
 
     @property
     def branch_suffix(self) -> str:
-        return self.name.replace("+", "p").replace("-", "m") if self.name != "base" else "base"
+        return self.folder.replace("+", "p").replace("-", "m") if self.name != "base" else "base"
+
+
+FOLDER_MAX = 64  # a variant's name longer than this is not a path component (255 bytes from ~51 patches)
+
+
+def folder_name(name: str) -> str:
+    """A variant's name as one path component of a bounded length: the name itself while short; else its
+    first and last patch, how many, and a hash of the whole name (the display name stays the name)."""
+    if len(name) <= FOLDER_MAX:
+        return name
+    parts = re.findall(r"[+-][^+-]+", name)
+    first, last = (parts[0], parts[-1]) if parts else (name[:8], "")
+    return f"{first[:20]}_{last[:20]}_{len(parts)}p_{hashlib.sha256(name.encode()).hexdigest()[:16]}"
 
 
 def plan_variants(recipe: Recipe, *, leave_one_out: bool = False, only: tuple[str, ...] = ()) -> list[Variant]:

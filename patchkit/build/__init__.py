@@ -31,7 +31,7 @@ from patchkit.errors import BuildError, CommandError, ToolNotFound
 from patchkit.parsers.compiler import first_compiler_error
 from patchkit.progress import Progress
 from patchkit.recipe import Recipe
-from patchkit.series import VariantState, checkout_base
+from patchkit.series import VariantState, checkout_base, folder_name
 from patchkit.source import BaseInfo, open_cache_repo
 from patchkit.workspace import Workspace, read_json, write_json
 
@@ -225,7 +225,7 @@ def build_root(ws: Workspace, recipe: Recipe, opts: BuildOptions) -> Path:
 
 
 def bin_dir(ws: Workspace, recipe: Recipe, opts: BuildOptions, variant: str) -> Path:
-    return build_root(ws, recipe, opts) / "bin" / variant
+    return build_root(ws, recipe, opts) / "bin" / folder_name(variant)
 
 
 def find_build(

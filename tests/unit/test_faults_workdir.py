@@ -287,3 +287,35 @@ def test_a_failing_variant_keeps_its_last_good_tree_and_the_others(toy):
     toy.write_patches()  # fixed again: the variant is up to date with no work
     states, errors = toy.apply()
     assert not errors and states[2].head == before["+0001+0002"]
+
+
+def test_a_series_of_60_patches_applies_with_bounded_folder_names(tmp_path):
+    """issue 34: from ~51 patches the variant's name (+0001+0002...) as folder and lock name passed 255 bytes
+    (a traceback). 60 real patches (real git): the longest variant applies in a folder of a bounded name
+    holding its key; its display name stays the whole name."""
+    toy = Toy(tmp_path)
+    wt = tmp_path / "wt"
+    git(toy.ws.repo, "worktree", "add", "--detach", str(wt), toy.base.commit)
+    for i in range(1, 61):
+        (wt / f"ggml/src/n{i:04d}.txt").write_text(f"{i}\n")
+        git(wt, "add", "-A")
+        git(wt, "commit", "-q", "-m", f"add n{i:04d}")
+    git(wt, "format-patch", "-q", "-60", "-o", str(toy.proj / "patches"), "--zero-commit", "HEAD")
+    files = sorted(p.name for p in (toy.proj / "patches").glob("00*-add-*.patch"))
+    assert len(files) == 60
+    text = (toy.proj / "recipes" / "toy.toml").read_text().split("[[series]]")[0]
+    text += "".join(f'[[series]]\nfile = "patches/{f}"\n' for f in files)
+    (toy.proj / "recipes" / "toy.toml").write_text(text)
+    recipe = toy.recipe()
+    last = series.plan_variants(recipe)[-1]
+    assert len(last.name) > 255 and len(last.folder) <= 80 and last.folder.startswith("+0001_+0060_60p_")
+    state, changed = series.apply_variant(recipe, toy.base, toy.ws, last)
+    assert changed and state.name == last.name and len(state.patches) == 60
+    tree = series.tree_path(toy.ws, recipe, last)
+    assert tree.name == last.folder and (tree / "ggml/src/n0060.txt").read_text() == "60\n"
+    assert series.apply_variant(recipe, toy.base, toy.ws, last) == (state, False)  # found again by its folder
+    opts = build.BuildOptions(backend="cpu", archs=())
+    assert build.bin_dir(toy.ws, recipe, opts, last.name).name == last.folder
+    # another series of the same first and last patch and count is another folder (the hash of the name)
+    other = series.Variant(name=last.name.replace("+0030", "+0031x"), patches=last.patches)
+    assert other.folder != last.folder and other.folder.startswith("+0001_+0060_60p_")
