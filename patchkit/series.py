@@ -284,12 +284,25 @@ def checkout_base(repo: vcs.Repo, tree: Path, commit: str, prune: tuple[str, ...
     return wt
 
 
-def am(wt: vcs.Repo, patch_file: Path, patch: Patch, variant: str) -> str:
+def _am(wt: vcs.Repo, patch_file: Path, cr: str) -> str:
+    """`git am -3` of one patch file, its CRs kept (`--keep-cr`) or not (`--no-keep-cr`): '' where it
+    applied, else git's output (the am aborted)."""
     try:
-        wt.run("am", "-3", "--keep-cr", "--committer-date-is-author-date", str(patch_file), env=GIT_ENV)
+        wt.run("am", "-3", cr, "--committer-date-is-author-date", str(patch_file), env=GIT_ENV)
+        return ""
     except vcs.GitError as e:
-        out = f"{e.stdout or ''}\n{e.stderr or ''}"
         wt.attempt("am", "--abort")
+        return f"{e.stdout or ''}\n{e.stderr or ''}"
+
+
+def am(wt: vcs.Repo, patch_file: Path, patch: Patch, variant: str) -> str:
+    """Apply one patch: with its CRs kept (a patch of files with CRLF lines), and where that fails and the
+    patch file has CRLF line endings, as plain `git am` does (CRs dropped: a patch saved with CRLF)."""
+    out = _am(wt, patch_file, "--keep-cr")
+    crlf = bool(out) and b"\r\n" in patch_file.read_bytes()
+    if crlf:
+        out = _am(wt, patch_file, "--no-keep-cr") and out
+    if out:
         # `am -3` may fail before it says where (no usable blob ids); `apply --check` always says
         _, _, check_err = wt.attempt("apply", "--check", "--verbose", str(patch_file))
         out = f"{check_err}\n{out}"
@@ -298,8 +311,9 @@ def am(wt: vcs.Repo, patch_file: Path, patch: Patch, variant: str) -> str:
                 f"variant {variant}: patch {patch.file}: git could not write in {wt.working_dir}: no space left "
                 "on device; free space there and rerun the same command (the variants' trees are as they were)"
             ) from None
+        endings = " (its lines end in CRLF: it applies neither with the CRs kept nor dropped)" if crlf else ""
         raise ApplyError(
-            f"variant {variant}: patch {patch.file} does not apply: {describe_failure(patch_file, out)}"
+            f"variant {variant}: patch {patch.file} does not apply: {describe_failure(patch_file, out)}{endings}"
         ) from None
     return wt.run("rev-parse", "HEAD")
 

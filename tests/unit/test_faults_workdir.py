@@ -319,3 +319,24 @@ def test_a_series_of_60_patches_applies_with_bounded_folder_names(tmp_path):
     # another series of the same first and last patch and count is another folder (the hash of the name)
     other = series.Variant(name=last.name.replace("+0030", "+0031x"), patches=last.patches)
     assert other.folder != last.folder and other.folder.startswith("+0001_+0060_60p_")
+
+
+def test_a_patch_saved_with_crlf_applies_as_plain_git_am_applies_it(tmp_path):
+    """issue 34: a CRLF patch that plain `git am` applies was refused as a hunk conflict (--keep-cr)."""
+    toy = Toy(tmp_path)
+    toy.write_patches()
+    p = toy.proj / "patches" / "0001-a.patch"
+    p.write_bytes(p.read_bytes().replace(b"\n", b"\r\n"))
+    wt = tmp_path / "plain"
+    git(toy.ws.repo, "worktree", "add", "--detach", str(wt), toy.base.commit)
+    git(wt, "am", str(p))  # plain git am applies it
+    assert (wt / "ggml/src/a.c").read_bytes() == b"int a = 10;\n"
+    recipe = toy.recipe()
+    _, errors = series.apply_all(recipe, toy.base, toy.ws, series.plan_variants(recipe))
+    assert not errors, errors
+    assert (toy.ws.variants("toy") / "+0001" / "ggml/src/a.c").read_bytes() == b"int a = 10;\n"
+    # where it cannot apply either way, the error says its lines end in CRLF
+    bad = toy.proj / "patches" / "0002-b.patch"
+    bad.write_bytes(bad.read_bytes().replace(b"-int b = 2;", b"-int b = 3;").replace(b"\n", b"\r\n"))
+    with pytest.raises(ApplyError, match=r"0002-b\.patch does not apply: .*its lines end in CRLF"):
+        series.apply_variant(recipe, toy.base, toy.ws, series.plan_variants(recipe)[-1])
