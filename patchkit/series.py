@@ -134,6 +134,7 @@ _FAILED_AT = re.compile(r"patch failed: (\S+):(\d+)")
 _NOT_EXIST = re.compile(r"error: (\S+): does not exist in index")
 _EXISTS = re.compile(r"error: (\S+): already exists in (?:index|working directory)")
 _CORRUPT = re.compile(r"error: corrupt patch at line (\d+)")
+_BEYOND_LINK = re.compile(r"affected file '([^']+)' is beyond a symbolic link")
 _NO_DIFF = re.compile(r"No valid patches in input|Patch format detection failed|Patch is empty")
 # git's advice around an `am` that stopped: never part of patchkit's one line
 _GIT_ADVICE = re.compile(
@@ -192,6 +193,12 @@ def describe_failure(patch_file: Path, output: str) -> str:
     that git names, else git's first error line (never git's advice on how to continue an `am`)."""
     text = patch_file.read_text(encoding="utf-8", errors="replace")
     hunks = parse_hunks(text)
+    m = _BEYOND_LINK.search(output)
+    if m:  # checked first: git's 3-way fallback then says "CONFLICT (...): There is ..." of no file
+        return (
+            f"file {m.group(1)}: a folder on its path is a symbolic link (made by an earlier patch or the base), "
+            "and git writes no file through a link; have the patch name the path the link points to"
+        )
     m = _FAILED_AT.search(output)
     if m:
         f, line = m.group(1), int(m.group(2))

@@ -340,3 +340,30 @@ def test_a_patch_saved_with_crlf_applies_as_plain_git_am_applies_it(tmp_path):
     bad.write_bytes(bad.read_bytes().replace(b"-int b = 2;", b"-int b = 3;").replace(b"\n", b"\r\n"))
     with pytest.raises(ApplyError, match=r"0002-b\.patch does not apply: .*its lines end in CRLF"):
         series.apply_variant(recipe, toy.base, toy.ws, series.plan_variants(recipe)[-1])
+
+
+def test_a_patch_writing_through_a_link_an_earlier_patch_added_is_one_clear_line(tmp_path):
+    """issue 34: "does not apply: file There" for a patch that writes through a symbolic link an earlier patch
+    added (plain `git am` refuses it too: "affected file ... is beyond a symbolic link")."""
+    toy = Toy(tmp_path)
+    wt = tmp_path / "wt"
+    git(toy.ws.repo, "worktree", "add", "--detach", str(wt), toy.base.commit)
+    (wt / "ggml/lnk").symlink_to("src")
+    git(wt, "add", "-A")
+    git(wt, "commit", "-q", "-m", "link")
+    (wt / "ggml/src/new.c").write_text("int n;\n")
+    git(wt, "add", "-A")
+    git(wt, "commit", "-q", "-m", "new file")
+    out = tmp_path / "out"
+    git(wt, "format-patch", "-q", "-2", "-o", str(out), "HEAD")
+    link, new = sorted(out.glob("*.patch"))
+    (toy.proj / "patches" / "0001-a.patch").write_bytes(link.read_bytes())
+    (toy.proj / "patches" / "0002-b.patch").write_text(new.read_text().replace("ggml/src/new.c", "ggml/lnk/new.c"))
+    recipe = toy.recipe()
+    _, errors = series.apply_all(recipe, toy.base, toy.ws, series.plan_variants(recipe))
+    assert [str(e) for e in errors] == [
+        "variant +0001+0002: patch patches/0002-b.patch does not apply: file ggml/lnk/new.c: a folder on its path "
+        "is a symbolic link (made by an earlier patch or the base), and git writes no file through a link; have "
+        "the patch name the path the link points to"
+    ]
+    assert (toy.ws.variants("toy") / "+0001" / "ggml/lnk").is_symlink()  # the variant before it is there
