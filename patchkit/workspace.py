@@ -349,4 +349,22 @@ def read_json(path: Path) -> object:
 def work_folder(given: object = None, environ: Mapping[str, str] | None = None) -> str:
     """The work folder's path: --work, else $PATCHKIT_WORK, else ./.patchkit (option_set's `work`)."""
     o = option_set.OPTION["work"]
-    return str(option_set.resolve_one(o, {o.arg: given}, os.environ if environ is None else environ).value)
+    got = option_set.resolve_one(o, {o.arg: given}, os.environ if environ is None else environ)
+    if got.source != "default":
+        return str(got.value)
+    return str(project_work_folder(Path.cwd(), str(got.value)))
+
+
+def project_work_folder(cwd: Path, name: str = ".patchkit") -> Path:
+    """The default work folder, found the way git finds its repository: from `cwd` upwards, the first folder
+    holding a work folder `name` (one patchkit made: its workspace.json), else the first holding `recipes/`
+    (the project, where the recipe is found too), else `cwd` itself. So a command run in a sub-folder of the
+    project uses the project's work folder, never a second one there."""
+    here = [cwd, *cwd.parents]
+    for d in here:
+        if (d / name / MARKER).is_file():
+            return d / name
+    for d in here:
+        if (d / "recipes").is_dir():
+            return d / name
+    return cwd / name

@@ -367,3 +367,25 @@ def test_a_patch_writing_through_a_link_an_earlier_patch_added_is_one_clear_line
         "the patch name the path the link points to"
     ]
     assert (toy.ws.variants("toy") / "+0001" / "ggml/lnk").is_symlink()  # the variant before it is there
+
+
+def test_a_command_in_a_sub_folder_uses_the_projects_work_folder(tmp_path):
+    """issue 34: `patchkit fetch` run in a sub-folder of the project made a second work folder there and
+    downloaded the sdist again. The default work folder is found the way git finds its repository."""
+    toy = Toy(tmp_path)
+    ws = Workspace.at(toy.proj / ".patchkit")
+    ws.sdist("toy_sdist-1.0.tar.gz").parent.mkdir(parents=True)
+    shutil.copy2(toy.ws.sdist("toy_sdist-1.0.tar.gz"), ws.sdist("toy_sdist-1.0.tar.gz"))
+    sub = toy.proj / "patches"
+    env = {k: v for k, v in os.environ.items() if k != "PATCHKIT_WORK"} | {"PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-m", "patchkit", "fetch", "-r", "toy", "--offline"]
+    r = subprocess.run(argv, cwd=sub, capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr  # offline: the project's cached sdist was found
+    assert (toy.proj / ".patchkit" / MARKER).is_file() and not (sub / ".patchkit").exists()
+    deeper = sub / "a" / "b"
+    deeper.mkdir(parents=True)
+    r = subprocess.run(argv, cwd=deeper, capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and not (deeper / ".patchkit").exists(), r.stderr
+    # --work and $PATCHKIT_WORK are taken as given, relative to where the command runs
+    r = subprocess.run([*argv, "--work", "w2"], cwd=sub, capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and "not in the cache and --offline was given" in r.stderr and str(sub / "w2") in r.stderr
