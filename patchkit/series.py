@@ -3,7 +3,7 @@
 Local test-only patches go into every variant first, so every variant shares them and the PR diff
 (variant vs base) never contains them. A variant is keyed by the base commit and the sha256 of every
 patch in it; an unchanged variant is left alone, a changed one is rebuilt from the base, and a
-variant tree with uncommitted edits is never touched unless forced.
+variant tree with uncommitted edits or files git does not track is never touched unless forced.
 """
 
 from __future__ import annotations
