@@ -262,7 +262,8 @@ def untracked_files(tree: Path, new_head: str) -> list[str]:
     wt = vcs.repo(tree)
     out = wt.run("status", "--porcelain", "--untracked-files=all", "-z")
     files = [e[3:] for e in out.split("\0") if e.startswith("?? ")]
-    added = wt.run("diff", "--name-only", "--no-renames", "--diff-filter=A", "-z", "HEAD", new_head)
+    rc, added, _ = wt.attempt("diff", "--name-only", "--no-renames", "--diff-filter=A", "-z", "HEAD", new_head)
+    added = added if rc == 0 else ""  # no HEAD to compare with: the untracked files git lists only
     files += [f for f in added.split("\0") if f and f not in files and (tree / f).is_file()]
     return files
 
