@@ -103,7 +103,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     _o(
         "work",
-        "work folder (default: $PATCHKIT_WORK or ./.patchkit)",
+        "work folder (default: $PATCHKIT_WORK, or the nearest .patchkit from here up)",
         "--work",
         env="PATCHKIT_WORK",
         default=".patchkit",
