@@ -1,6 +1,6 @@
 """The work folder: where patchkit keeps its cache, variant trees, builds and runs, and its locks.
 
-<work>/                      default ./.patchkit, or $PATCHKIT_WORK, or --work
+<work>/                      --work, or $PATCHKIT_WORK, or the nearest .patchkit from here up (`project_work_folder`)
   workspace.json             the folder's absolute path when patchkit first wrote to it: git worktree
                              links and CMake caches hold absolute paths, so a moved or copied work
                              folder is refused (Workspace.at) instead of driving the original's trees
