@@ -420,9 +420,25 @@ def _tree_of_folder(repo: vcs.Repo, folder: Path) -> str:
         return repo.run(*base, "write-tree", env=env)
 
 
+def check_other_records(sd: SdistBase, ws: Workspace) -> None:
+    """Without the sdist in the cache (what a GPU machine carries: the repo and the records), a record of the
+    same sdist name and version imported from another sha256 says the recipe's sha256 is not that sdist's."""
+    if ws.sdist(sdist_filename(sd)).is_file():
+        return  # the download check names a wrong sha256
+    for record in sorted((ws.cache / "bases").glob(f"sdist-{sd.name}-{sd.version}*.json")):
+        info = read_json(record)
+        got = info.get("sdist_sha256") if isinstance(info, dict) else None
+        if got and got != sd.sha256 and sdist_version_of(str(info.get("key", ""))) == sd.version:
+            raise FetchError(
+                f"{record}: base {info.get('key')} was imported from the sdist with sha256 {got}, not the "
+                f"recipe's base.sdist.sha256 {sd.sha256}; correct the recipe, or delete the record to import it again"
+            )
+
+
 def _fetch_sdist(base: Base, ws: Workspace, repo: vcs.Repo, key: str, ref: str, *, offline: bool) -> BaseInfo:
     sd = base.sdist
     assert sd is not None
+    check_other_records(sd, ws)
     archive = download_sdist(sd, ws, offline=offline)
     sdist_project(sd, ws, archive=archive)  # what `patchkit wheel` needs besides the variant's tree
     subdir = sd.subdir.strip("/")
