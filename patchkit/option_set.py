@@ -121,7 +121,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     _o(
         "work",
-        "work folder (default: $PATCHKIT_WORK or ./.patchkit)",
+        "work folder (default: $PATCHKIT_WORK, or the nearest .patchkit from here up)",
         "--work",
         env="PATCHKIT_WORK",
         default=".patchkit",
@@ -211,7 +211,7 @@ OPTIONS: tuple[Option, ...] = (
         action="append",
     ),
     _flag("leave_one_out", "also each patch left out (where no other depends on it)", "--leave-one-out"),
-    _flag("force", "discard uncommitted edits in variant trees", "--force"),
+    _flag("force", "discard edits, untracked files and other commits in variant trees", "--force"),
     _o("run", "resume (or name) this run folder instead of starting a new one", "--run", default=""),
     _flag("redo", "redo steps that finished in this run", "--redo"),
     _o(

@@ -3,7 +3,7 @@
 Local test-only patches go into every variant first, so every variant shares them and the PR diff
 (variant vs base) never contains them. A variant is keyed by the base commit and the sha256 of every
 patch in it; an unchanged variant is left alone, a changed one is rebuilt from the base, and a
-variant tree with uncommitted edits is never touched unless forced.
+variant tree with uncommitted edits or files git does not track is never touched unless forced.
 """
 
 from __future__ import annotations
@@ -37,11 +37,25 @@ class Variant:
 
     @property
     def folder(self) -> str:
-        return self.name
+        """Its folder, state file, lock and branch name: the name, bounded (folder_name)."""
+        return folder_name(self.name)
 
     @property
     def branch_suffix(self) -> str:
-        return self.name.replace("+", "p").replace("-", "m") if self.name != "base" else "base"
+        return self.folder.replace("+", "p").replace("-", "m") if self.name != "base" else "base"
+
+
+FOLDER_MAX = 64  # a variant's name longer than this is not a path component (255 bytes from ~51 patches)
+
+
+def folder_name(name: str) -> str:
+    """A variant's name as one path component of a bounded length: the name itself while short; else its
+    first and last patch, how many, and a hash of the whole name (the display name stays the name)."""
+    if len(name) <= FOLDER_MAX:
+        return name
+    parts = re.findall(r"[+-][^+-]+", name)
+    first, last = (parts[0], parts[-1]) if parts else (name[:8], "")
+    return f"{first[:20]}_{last[:20]}_{len(parts)}p_{hashlib.sha256(name.encode()).hexdigest()[:16]}"
 
 
 def plan_variants(recipe: Recipe, *, leave_one_out: bool = False, only: tuple[str, ...] = ()) -> list[Variant]:
@@ -120,6 +134,7 @@ _FAILED_AT = re.compile(r"patch failed: (\S+):(\d+)")
 _NOT_EXIST = re.compile(r"error: (\S+): does not exist in index")
 _EXISTS = re.compile(r"error: (\S+): already exists in (?:index|working directory)")
 _CORRUPT = re.compile(r"error: corrupt patch at line (\d+)")
+_BEYOND_LINK = re.compile(r"affected file '([^']+)' is beyond a symbolic link")
 _NO_DIFF = re.compile(r"No valid patches in input|Patch format detection failed|Patch is empty")
 # git's advice around an `am` that stopped: never part of patchkit's one line
 _GIT_ADVICE = re.compile(
@@ -178,6 +193,12 @@ def describe_failure(patch_file: Path, output: str) -> str:
     that git names, else git's first error line (never git's advice on how to continue an `am`)."""
     text = patch_file.read_text(encoding="utf-8", errors="replace")
     hunks = parse_hunks(text)
+    m = _BEYOND_LINK.search(output)
+    if m:  # checked first: git's 3-way fallback then says "CONFLICT (...): There is ..." of no file
+        return (
+            f"file {m.group(1)}: a folder on its path is a symbolic link (made by an earlier patch or the base), "
+            "and git writes no file through a link; have the patch name the path the link points to"
+        )
     m = _FAILED_AT.search(output)
     if m:
         f, line = m.group(1), int(m.group(2))
@@ -235,6 +256,22 @@ def dirty_files(tree: Path) -> list[str]:
     return [ln[3:] for ln in out.splitlines() if ln.strip()]
 
 
+def untracked_files(tree: Path, new_head: str) -> list[str]:
+    """The user's files in a variant tree that git does not track: every untracked file git's ignore rules
+    do not hide, and every ignored one the variant's new head would write over (`reset --hard` would)."""
+    wt = vcs.repo(tree)
+    out = wt.run("status", "--porcelain", "--untracked-files=all", "-z")
+    files = [e[3:] for e in out.split("\0") if e.startswith("?? ")]
+    rc, added, _ = wt.attempt("diff", "--name-only", "--no-renames", "--diff-filter=A", "-z", "HEAD", new_head)
+    added = added if rc == 0 else ""  # no HEAD to compare with: the untracked files git lists only
+    files += [f for f in added.split("\0") if f and f not in files and (tree / f).is_file()]
+    return files
+
+
+def _listed(files: list[str]) -> str:
+    return ", ".join(files[:3]) + (f", ... ({len(files)} in all)" if len(files) > 3 else "")
+
+
 _WORKTREES = threading.Lock()
 
 
@@ -255,12 +292,25 @@ def checkout_base(repo: vcs.Repo, tree: Path, commit: str, prune: tuple[str, ...
     return wt
 
 
-def am(wt: vcs.Repo, patch_file: Path, patch: Patch, variant: str) -> str:
+def _am(wt: vcs.Repo, patch_file: Path, cr: str) -> str:
+    """`git am -3` of one patch file, its CRs kept (`--keep-cr`) or not (`--no-keep-cr`): '' where it
+    applied, else git's output (the am aborted)."""
     try:
-        wt.run("am", "-3", "--keep-cr", "--committer-date-is-author-date", str(patch_file), env=GIT_ENV)
+        wt.run("am", "-3", cr, "--committer-date-is-author-date", str(patch_file), env=GIT_ENV)
+        return ""
     except vcs.GitError as e:
-        out = f"{e.stdout or ''}\n{e.stderr or ''}"
         wt.attempt("am", "--abort")
+        return f"{e.stdout or ''}\n{e.stderr or ''}"
+
+
+def am(wt: vcs.Repo, patch_file: Path, patch: Patch, variant: str) -> str:
+    """Apply one patch: with its CRs kept (a patch of files with CRLF lines), and where that fails and the
+    patch file has CRLF line endings, as plain `git am` does (CRs dropped: a patch saved with CRLF)."""
+    out = _am(wt, patch_file, "--keep-cr")
+    crlf = bool(out) and b"\r\n" in patch_file.read_bytes()
+    if crlf:
+        out = _am(wt, patch_file, "--no-keep-cr") and out
+    if out:
         # `am -3` may fail before it says where (no usable blob ids); `apply --check` always says
         _, _, check_err = wt.attempt("apply", "--check", "--verbose", str(patch_file))
         out = f"{check_err}\n{out}"
@@ -269,8 +319,9 @@ def am(wt: vcs.Repo, patch_file: Path, patch: Patch, variant: str) -> str:
                 f"variant {variant}: patch {patch.file}: git could not write in {wt.working_dir}: no space left "
                 "on device; free space there and rerun the same command (the variants' trees are as they were)"
             ) from None
+        endings = " (its lines end in CRLF: it applies neither with the CRs kept nor dropped)" if crlf else ""
         raise ApplyError(
-            f"variant {variant}: patch {patch.file} does not apply: {describe_failure(patch_file, out)}"
+            f"variant {variant}: patch {patch.file} does not apply: {describe_failure(patch_file, out)}{endings}"
         ) from None
     return wt.run("rev-parse", "HEAD")
 
@@ -346,6 +397,8 @@ def apply_variant(
             head, applied = series_commits(repo, ws, recipe, base, variant)  # raises before the tree is touched
         except vcs.GitError as e:  # a full disk, say: git's own words, one line
             raise ApplyError(f"variant {variant.name}: {git_says(e)} (its tree is as it was)") from None
+        if (tree / ".git").exists():
+            _keep_untracked(tree, variant.name, head, force)
         spath.unlink(missing_ok=True)
         try:
             checkout_base(repo, tree, head, recipe.base.prune)
@@ -357,6 +410,23 @@ def apply_variant(
         state = VariantState(name=variant.name, key=key, base=base.commit, head=head, patches=applied)
         write_json(spath, state.to_dict())
         return state, True
+
+
+def _keep_untracked(tree: Path, variant: str, head: str, force: bool) -> None:
+    """Files the user made in a variant tree are their work: a tree to be made again with them in it is
+    refused, unless forced (then they are discarded: the tree becomes exactly the variant)."""
+    extra = untracked_files(tree, head)
+    if not extra:
+        return
+    if not force:
+        raise ApplyError(
+            f"variant {variant}: {tree} has files git does not track ({_listed(extra)}) and its patches changed; "
+            "move them out of the tree to keep them, or pass --force to discard them"
+        )
+    wt = vcs.repo(tree)
+    wt.run("reset", "--hard")
+    wt.run("clean", "-f", "-d", "-q", "--", *extra)
+    print(f"variant {variant}: --force: discarded {len(extra)} untracked file(s) in {tree} ({_listed(extra)})")
 
 
 def apply_all(

@@ -1,6 +1,6 @@
 """The work folder: where patchkit keeps its cache, variant trees, builds and runs, and its locks.
 
-<work>/                      default ./.patchkit, or $PATCHKIT_WORK, or --work
+<work>/                      --work, or $PATCHKIT_WORK, or the nearest .patchkit from here up (`project_work_folder`)
   workspace.json             the folder's absolute path when patchkit first wrote to it: git worktree
                              links and CMake caches hold absolute paths, so a moved or copied work
                              folder is refused (Workspace.at) instead of driving the original's trees
@@ -14,6 +14,7 @@
                              bin/<variant>/ (snapshots of finished builds, keyed; see build.py)
   runs/<recipe>/<id>/        results bundles (env.json, raw/, results.json, .lock)
   locks/                     one lock file per folder being written
+(and, outside it, nothing: the machine-wide timing lock is an abstract unix socket, see `machine_lock`)
 
 Every name that becomes a path component here (recipe, variant, config, run id, label) goes through
 `safe_component`; `refuse_own_state` keeps an output file (-o) from overwriting what patchkit owns.
@@ -22,11 +23,15 @@ Every name that becomes a path component here (recipe, variant, config, run id, 
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import fcntl
 import json
 import os
 import re
+import socket
+import struct
 import tempfile
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -99,8 +104,27 @@ class Workspace:
                 "to have them made anew here (cache/ and runs/ are kept)"
             )
 
+    def check_writable(self) -> None:
+        """Refuse, before anything is written, a work folder patchkit cannot write in: on a read-only file
+        system, or without write permission (the nearest existing folder of it is the one asked)."""
+        at = self.root
+        while not at.exists() and at != at.parent:
+            at = at.parent
+        try:
+            readonly = bool(os.statvfs(at).f_flag & os.ST_RDONLY)
+        except OSError:
+            readonly = False
+        if readonly or not os.access(at, os.W_OK | os.X_OK):
+            why = "is on a read-only file system" if readonly else "is not writable by this user"
+            where = "" if at == self.root else f" ({at})"
+            raise PatchkitError(
+                f"work folder {self.root}{where} {why}; patchkit writes its cache, trees, builds and runs there: "
+                "give a writable folder with --work or $PATCHKIT_WORK"
+            )
+
     def claim(self) -> None:
         """Record where this work folder is (once, when patchkit first writes to it)."""
+        self.check_writable()
         if not self.marker.is_file():
             now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
             write_json(self.marker, {"path": str(self.root), "created": now})
@@ -194,6 +218,55 @@ def take_lock(path: Path, *, wait: bool = False) -> tuple[int | None, str]:
     return fd, ""
 
 
+def machine_lock_name(what: str) -> str:
+    """The abstract socket address of the machine-wide lock `what` (e.g. timing-CUDA0)."""
+    return "\0patchkit-" + re.sub(r"[^A-Za-z0-9_.=-]+", "_", what)
+
+
+def _holder_pid(addr: str) -> int | None:
+    """The pid of the process holding the abstract socket `addr` (SO_PEERCRED), or None."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as c:
+        try:
+            c.connect(addr)
+            pid, _, _ = struct.unpack("3i", c.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+            return pid
+        except OSError:
+            return None
+
+
+@contextmanager
+def machine_lock(what: str, doing: str, *, poll_s: float = 0.5) -> Iterator[None]:
+    """A lock for the whole machine (every user, every work folder, every patchkit): a Linux abstract-namespace
+    unix socket bound while held. It writes nothing anywhere and is released when this process ends, however
+    it ends. A second holder waits, saying once who holds it (`doing`: what waits, e.g. "bench:kernel").
+    Processes in other network namespaces (containers) do not see each other's."""
+    addr = machine_lock_name(what)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    said = False
+    try:
+        while True:
+            try:
+                sock.bind(addr)
+                sock.listen(8)
+                break
+            except OSError as e:
+                if e.errno != errno.EADDRINUSE:
+                    raise LockError(f"{doing}: cannot take the machine-wide lock {what!r}: {e.strerror}") from None
+            if not said:
+                pid = _holder_pid(addr)
+                who = f"patchkit pid {pid}" if pid else "another patchkit"
+                print(
+                    f"{doing}: waiting for {who}, which holds the machine-wide lock {what!r} (two timings at once "
+                    "would disturb each other)",
+                    flush=True,
+                )
+                said = True
+            time.sleep(poll_s)
+        yield
+    finally:
+        sock.close()
+
+
 # what patchkit owns in a run folder and in a work folder: an output file never replaces these
 _RUN_OWNED = ("results.json", "env.json", ".lock")
 _WORK_OWNED = ("cache", "variants", "builds", "sweeps", "locks", MARKER)
@@ -277,4 +350,22 @@ def work_folder(given: object = None, environ: Mapping[str, str] | None = None) 
     """The work folder's path: --work, else $PATCHKIT_WORK, else ./.patchkit (option_set's `work`)."""
     o = option_set.OPTION["work"]
     cli = {} if given is None else {o.arg: given}  # None: not given (a given '' is refused in one line)
-    return str(option_set.resolve_one(o, cli, os.environ if environ is None else environ).value)
+    got = option_set.resolve_one(o, cli, os.environ if environ is None else environ)
+    if got.source != "default":
+        return str(got.value)
+    return str(project_work_folder(Path.cwd(), str(got.value)))
+
+
+def project_work_folder(cwd: Path, name: str = ".patchkit") -> Path:
+    """The default work folder, found the way git finds its repository: from `cwd` upwards, the first folder
+    holding a work folder `name` (one patchkit made: its workspace.json), else the first holding `recipes/`
+    (the project, where the recipe is found too), else `cwd` itself. So a command run in a sub-folder of the
+    project uses the project's work folder, never a second one there."""
+    here = [cwd, *cwd.parents]
+    for d in here:
+        if (d / name / MARKER).is_file():
+            return d / name
+    for d in here:
+        if (d / "recipes").is_dir():
+            return d / name
+    return cwd / name

@@ -14,6 +14,7 @@ moves and include graph.
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import hashlib
 import json
@@ -31,7 +32,7 @@ from patchkit.errors import BuildError, CommandError, ToolNotFound
 from patchkit.parsers.compiler import first_compiler_error
 from patchkit.progress import Progress
 from patchkit.recipe import Recipe
-from patchkit.series import VariantState, checkout_base
+from patchkit.series import VariantState, checkout_base, folder_name
 from patchkit.source import BaseInfo, open_cache_repo
 from patchkit.workspace import Workspace, read_json, write_json
 
@@ -228,7 +229,7 @@ def build_root(ws: Workspace, recipe: Recipe, opts: BuildOptions) -> Path:
 
 
 def bin_dir(ws: Workspace, recipe: Recipe, opts: BuildOptions, variant: str) -> Path:
-    return build_root(ws, recipe, opts) / "bin" / variant
+    return build_root(ws, recipe, opts) / "bin" / folder_name(variant)
 
 
 def find_build(
@@ -327,14 +328,51 @@ class _Progress:
             self.bar.close()
 
 
+# Files of these kinds are never compiled: one counts for configure only where a CMake file names it or a
+# file(GLOB) pattern matches its name (an added notes.txt made a configure, new ggml/llama version headers
+# with the variant's commit, and 144 CPU steps compiled again).
+INERT = (".md", ".txt", ".rst", ".png", ".jpg", ".jpeg", ".gif", ".svg", ".py", ".sh", ".json", ".yml", ".yaml")
+_GLOB = re.compile(r"\bfile\s*\(\s*GLOB(?:_RECURSE)?\s+([^)]*)\)", re.I)
+_GLOB_WORDS = {"LIST_DIRECTORIES", "RELATIVE", "CONFIGURE_DEPENDS", "FOLLOW_SYMLINKS", "true", "false"}
+
+
+def _cmake_reads(tree: Path, cmake_paths: list[str]) -> tuple[set[str], list[str], bool]:
+    """(the names the tree's CMake files write, the last parts of their file(GLOB) patterns, whether a pattern's
+    last part is a variable: then every file counts)."""
+    names: set[str] = set()
+    globs: list[str] = []
+    wild = False
+    for path in cmake_paths:
+        try:
+            text = (tree / path).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return names, globs, True  # unreadable: every file counts
+        names.update(re.findall(r"[A-Za-z0-9_.+-]+", text))
+        for m in _GLOB.finditer(text):
+            for word in re.findall(r'"([^"]*)"|(\S+)', m.group(1))[1:]:
+                last = (word[0] or word[1]).rsplit("/", 1)[-1]
+                if last in _GLOB_WORDS:
+                    continue
+                wild = wild or "$" in last
+                globs.append(last)
+    return names, globs, wild
+
+
 def configure_inputs(tree: Path) -> str:
-    """A digest of what a configure of `tree` depends on beyond its arguments: every file's path (CMake's
-    file(GLOB) lists, e.g. ggml-cuda's template instances, are read at configure time only) and the
-    contents of its CMake files (CMakeLists.txt, *.cmake, *.cmake.in)."""
+    """A digest of what a configure of `tree` depends on beyond its arguments: the path of every file that can
+    be compiled or that CMake can read (file(GLOB) lists, e.g. ggml-cuda's template instances, are read at
+    configure time only; a file of an INERT kind counts only where a CMake file names it or a GLOB matches it)
+    and the contents of its CMake files (CMakeLists.txt, *.cmake, *.cmake.in)."""
     listing = vcs.git(tree, "ls-tree", "-r", "--full-tree", "HEAD", check=True).text
+    entries = [(meta, path) for meta, _, path in (ln.partition("\t") for ln in listing.splitlines())]
+    cmake = [p for _, p in entries if p.endswith((*compiled.CMAKE_FILES, ".cmake.in"))]
+    names, globs, wild = _cmake_reads(tree, cmake)
     h = hashlib.sha256()
-    for line in listing.splitlines():
-        meta, _, path = line.partition("\t")
+    for meta, path in entries:
+        base = path.rsplit("/", 1)[-1]
+        inert = base.lower().endswith(INERT) and not base.endswith(compiled.CMAKE_FILES)
+        if inert and not wild and base not in names and not any(fnmatch.fnmatchcase(base, g) for g in globs):
+            continue
         h.update(path.encode() + b"\0")
         if path.endswith((*compiled.CMAKE_FILES, ".cmake.in")):
             h.update(meta.split()[-1].encode() + b"\0")

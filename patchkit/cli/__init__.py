@@ -50,6 +50,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"patchkit: error: {e}", file=sys.stderr)
         return e.exit_code
     except OSError as e:
+        if e.errno in (errno.EROFS, errno.EACCES) and e.filename:  # a folder that turned read-only mid-run
+            what = "read-only file system" if e.errno == errno.EROFS else "permission denied"
+            print(f"patchkit: error: {e.filename}: cannot write: {what} (what had finished is kept)", file=sys.stderr)
+            return 2
         if e.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
         what = "no space left on device" if e.errno == errno.ENOSPC else "disk quota exceeded"

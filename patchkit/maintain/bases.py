@@ -143,12 +143,16 @@ def _sdist_base(
 
 def _cached_vendored_commit(ws: Workspace, sd: SdistBase) -> str:
     """The vendored commit recorded when this very sdist was imported into the cache, or ''."""
-    meta = ws.base_meta(source.base_key(Base(source="sdist", sdist=sd)))
-    if not meta.is_file():
-        return ""
-    info = read_json(meta)
-    if isinstance(info, dict) and info.get("sdist_sha256") == sd.sha256 and "@" in str(info.get("upstream", "")):
-        return str(info["upstream"]).rsplit("@", 1)[-1]
+    for meta in sorted((ws.cache / "bases").glob(f"sdist-{sd.name}-{sd.version}*.json")):
+        info = read_json(meta)
+        if (
+            isinstance(info, dict)
+            and source.sdist_version_of(str(info.get("key", ""))) == sd.version
+            and info.get("sdist_sha256") == sd.sha256
+            and info.get("upstream_verified")  # an import commit's upstream is only what its recipe said
+            and "@" in str(info.get("upstream", ""))
+        ):
+            return str(info["upstream"]).rsplit("@", 1)[-1]
     return ""
 
 
@@ -180,7 +184,7 @@ def sdists_vendoring(ws: Workspace, commit: str) -> list[str]:
     out = [v.candidate for v in vendored.by_commit(commit)] if len(commit) == 40 else []
     for f in sorted((ws.cache / "bases").glob("sdist-*.json")):
         info = read_json(f)
-        name = "sdist:" + str(info.get("key", "")).rsplit("-", 1)[-1] if isinstance(info, dict) else ""
+        name = "sdist:" + source.sdist_version_of(str(info.get("key", ""))) if isinstance(info, dict) else ""
         if (
             name not in out
             and isinstance(info, dict)

@@ -8,7 +8,9 @@ then judged once, from its interval against the A/A noise floor (see docs/kernel
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import re
 import time
 from collections.abc import Callable
@@ -23,6 +25,7 @@ from patchkit.option_set import default
 from patchkit.options import RunOptions
 from patchkit.progress import Progress
 from patchkit.results import Bundle, Status, Step, upstreamdb
+from patchkit.workspace import machine_lock
 
 MIN_US_ENV = "GGML_TEST_PERF_MIN_US"  # patches/local/0002: the timed time of each case per process
 
@@ -261,6 +264,11 @@ def judge(cases: dict[str, Case], op: str, base_label: str, aa_label: str, peak_
     return out, floor
 
 
+def timing_lock(backend: str) -> str:
+    """The machine-wide lock of kernel timing on one device: the backend's device and the GPUs it sees."""
+    return f"timing-{backend}-{os.environ.get('CUDA_VISIBLE_DEVICES', 'all')}"
+
+
 def run_kernel_bench(
     bundle: Bundle,
     bins: list[Bins],
@@ -292,7 +300,8 @@ def run_kernel_bench(
         timing=t,
         timeout=timeout,
     )
-    rounds_run = rounds.run("" if test_file else params)
+    with contextlib.nullcontext() if bundle.replay else machine_lock(timing_lock(backend), "bench:kernel"):
+        rounds_run = rounds.run("" if test_file else params)
     cases, logs, errors = rounds.cases, rounds.logs + rounds.clocks.logs, rounds.errors
     data = {
         "op": op,

@@ -345,13 +345,15 @@ def run_scope(
     ctx: Context, held: Bundle | None, states: list[series.VariantState], opts: RunOptions
 ) -> scope.Scope | None:
     """With --changed, what this run measures (patchkit.run.scope): worked out before the builds of a new run
-    folder (and kept in it by the caller); a resumed run reads it back (its builds replaced the last ones)."""
-    if held is not None:  # pipeline.run checked that --changed is given again
-        kept = held.data.get("scope")
-        return scope.Scope.from_dict(kept) if kept is not None else None
+    folder (and kept in it by the caller); a resumed run works it out again from the code now, its variants
+    found changed kept changed (its builds replaced their last ones), and keeps the new one."""
+    kept = held.data.get("scope") if held is not None else None  # pipeline.run checked --changed is given again
     if not opts.changed:
         return None
-    sc = scope.compute(ctx.ws, ctx.recipe, states, opts.build)
+    sc = scope.compute(ctx.ws, ctx.recipe, states, opts.build, scope.Scope.from_dict(kept) if kept else None)
+    if held is not None and sc.to_dict() != kept:
+        print("--changed: the resumed run's scope follows the code now")
+        held.set_meta(scope=sc.to_dict())
     for v, why in sc.unchanged.items():
         print(f"--changed: {v}: {why}")
     print(f"--changed: cases: {sc.params or 'every case'} ({sc.why})")

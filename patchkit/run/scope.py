@@ -14,7 +14,9 @@ before anything is built:
   `params` with the old and new rows' columns put in are run; any other change (or no earlier build)
   can affect every case, and the run says why in one line.
 
-The scope is worked out once and kept in the run folder (`meta.scope`), so a resumed run keeps it.
+The scope is worked out before the builds and kept in the run folder (`meta.scope`); a resumed run works it
+out again from the code as it is now, every variant the run found changed still measured against the same
+earlier build.
 """
 
 from __future__ import annotations
@@ -116,8 +118,18 @@ def _row_text(r: dict) -> str:
     return f"{r['macro']}({', '.join(cols)})"
 
 
-def compute(ws: Workspace, recipe: Recipe, states: list[VariantState], opts: build_mod.BuildOptions) -> Scope:
-    """The scope of a `--changed` run, from the variants' last builds (before this run builds any)."""
+def compute(
+    ws: Workspace,
+    recipe: Recipe,
+    states: list[VariantState],
+    opts: build_mod.BuildOptions,
+    kept: Scope | None = None,
+) -> Scope:
+    """The scope of a `--changed` run, from the variants' last builds (before this run builds any).
+
+    A resumed run passes the scope it `kept`: a variant found changed when the run started stays changed,
+    measured against the same earlier build (this run may have built it since); every other variant is
+    looked at again, so a patch edited before the resume is measured (the scope follows the code now)."""
     tc = build_mod.toolchain(opts)
     unchanged: dict[str, str] = {}
     changed: dict[str, dict] = {}
@@ -128,10 +140,11 @@ def compute(ws: Workspace, recipe: Recipe, states: list[VariantState], opts: bui
         data = read_json(manifest) if manifest.is_file() else None
         old = data if isinstance(data, dict) else {}
         key = build_mod.build_key(st, opts, tc)
-        if old.get("key") == key:
+        was = kept.changed.get(st.name) if kept is not None else None
+        if was is None and old.get("key") == key:
             unchanged[st.name] = f"unchanged since its last build (build key {key[:12]})"
             continue
-        since = str((old.get("result") or {}).get("head") or "")
+        since = str(was.get("since") or "") if was is not None else str((old.get("result") or {}).get("head") or "")
         if not since:
             changed[st.name] = {"since": "", "files": [], "rows": [], "why": "no earlier build"}
             every = every or f"{st.name}: no earlier build"

@@ -73,11 +73,26 @@ def show(ws: Workspace, commit: str, path: str) -> str | None:
 
 
 def base_key(base: Base) -> str:
+    """The name of a base's record and ref, from everything that makes the base: the git route's commit; the
+    sdist route's sdist (name, version, sha256), vendored folder and the upstream commit the recipe names
+    (which decides whether the import is that commit, verified, or an import commit)."""
     if base.route == "git":
         assert base.git is not None
         return f"git-{base.git.commit}"
-    assert base.sdist is not None
-    return f"sdist-{base.sdist.name}-{base.sdist.version}"
+    sd = base.sdist
+    assert sd is not None
+    made_of = "\0".join(("sdist", sd.name, sd.version, sd.sha256, sd.subdir.strip("/"), base.upstream))
+    return f"sdist-{sd.name}-{sd.version}-{hashlib.sha256(made_of.encode()).hexdigest()[:12]}"
+
+
+_SDIST_KEY = re.compile(r"^sdist-.+-(?P<version>[^-]+)-[0-9a-f]{12}$")
+_SDIST_KEY_BEFORE = re.compile(r"^sdist-.+-(?P<version>[^-]+)$")  # records of older patchkit: no hash
+
+
+def sdist_version_of(key: str) -> str:
+    """The sdist version in a base key (sdist-<name>-<version>-<hash of what made it>), or ''."""
+    m = _SDIST_KEY.match(key) or _SDIST_KEY_BEFORE.match(key)
+    return m.group("version") if m else ""
 
 
 def fetch(base: Base, ws: Workspace, *, offline: bool = False) -> BaseInfo:
@@ -85,6 +100,7 @@ def fetch(base: Base, ws: Workspace, *, offline: bool = False) -> BaseInfo:
     key = base_key(base)
     ref = f"refs/patchkit/bases/{key}"
     meta_path = ws.base_meta(key)
+    ws.check_writable()  # before the cache repo is made: one line, nothing written
     repo = open_cache_repo(ws)
     with ws.lock(ws.repo, wait=True):
         if meta_path.is_file():
@@ -404,9 +420,25 @@ def _tree_of_folder(repo: vcs.Repo, folder: Path) -> str:
         return repo.run(*base, "write-tree", env=env)
 
 
+def check_other_records(sd: SdistBase, ws: Workspace) -> None:
+    """Without the sdist in the cache (what a GPU machine carries: the repo and the records), a record of the
+    same sdist name and version imported from another sha256 says the recipe's sha256 is not that sdist's."""
+    if ws.sdist(sdist_filename(sd)).is_file():
+        return  # the download check names a wrong sha256
+    for record in sorted((ws.cache / "bases").glob(f"sdist-{sd.name}-{sd.version}*.json")):
+        info = read_json(record)
+        got = info.get("sdist_sha256") if isinstance(info, dict) else None
+        if got and got != sd.sha256 and sdist_version_of(str(info.get("key", ""))) == sd.version:
+            raise FetchError(
+                f"{record}: base {info.get('key')} was imported from the sdist with sha256 {got}, not the "
+                f"recipe's base.sdist.sha256 {sd.sha256}; correct the recipe, or delete the record to import it again"
+            )
+
+
 def _fetch_sdist(base: Base, ws: Workspace, repo: vcs.Repo, key: str, ref: str, *, offline: bool) -> BaseInfo:
     sd = base.sdist
     assert sd is not None
+    check_other_records(sd, ws)
     archive = download_sdist(sd, ws, offline=offline)
     sdist_project(sd, ws, archive=archive)  # what `patchkit wheel` needs besides the variant's tree
     subdir = sd.subdir.strip("/")

@@ -174,3 +174,55 @@ def test_apply_refuses_a_dirty_variant_unless_forced(work, base, toy_project, cl
     assert "my work in progress" in edited.read_text()  # nothing the user had is lost
     cli("apply", "-r", "toy", "--work", str(ws.root), "--offline", "--force", cwd=proj)
     assert "my work in progress" not in edited.read_text()
+
+
+def _add_file(rel: str, text: str):
+    def edit(root: Path) -> None:
+        (root / rel).write_text(text)
+
+    return edit
+
+
+def test_apply_refuses_to_overwrite_a_file_the_user_made_in_a_variant_tree(work, base, toy_project, cli, tmp_path):
+    """issue 34: an untracked file the edited series now adds was overwritten without a word (reset --hard)."""
+    first = _make_patch(work, base, tmp_path, _add_file("ggml/src/toy-a.txt", "a\n"), "toy a")
+    second = _make_patch(
+        work,
+        base,
+        tmp_path,
+        lambda root: (_add_file("ggml/src/toy-a.txt", "a\n")(root), _add_file("ggml/src/mine.c", "// patch\n")(root)),
+        "toy a and mine",
+    )
+    proj = toy_project(TOY_BASE + '\n[[series]]\nfile = "patches/0001-toy.patch"\n', {"patches/0001-toy.patch": first})
+    ws = copy_cache(work, tmp_path / "w")
+    args = ("apply", "-r", "toy", "--work", str(ws.root), "--offline")
+    cli(*args, cwd=proj)
+    tree = ws.variants("toy") / "+0001"
+    mine, scratch = tree / "ggml/src/mine.c", tree / "scratch-notes.txt"
+    mine.write_text("// my own work\n")
+    scratch.write_text("notes\n")
+    assert "up to date" in cli(*args, cwd=proj).stdout  # files of the user's: no harm while nothing changes
+    (proj / "patches/0001-toy.patch").write_text(second)  # the series now adds ggml/src/mine.c
+    r = cli(*args, cwd=proj, check=False)
+    assert r.returncode == 2, r.stdout + r.stderr
+    line = r.stderr.strip().splitlines()[-1]
+    assert line.startswith("patchkit: error: variant +0001: ") and "ggml/src/mine.c" in line and "--force" in line
+    assert mine.read_text() == "// my own work\n" and scratch.is_file()  # nothing the user had is touched
+    forced = cli(*args, "--force", cwd=proj)
+    assert "discarded 2 untracked file(s)" in forced.stdout
+    assert mine.read_text() == "// patch\n" and not scratch.exists()
+
+
+def test_a_base_record_is_keyed_by_what_made_the_base(base, work, tmp_path):
+    """issue 34: the record was keyed by sdist name and version only: after a recipe naming another upstream
+    commit for the same sdist, the default recipe got that recipe's import commit ("not verified")."""
+    ws = copy_cache(work, tmp_path / "w")
+    other_commit = "1" * 40
+    other = parse_recipe(TOY_BASE.replace(UPSTREAM, other_commit), Path("toy.toml")).base
+    theirs = source.fetch(other, ws, offline=True)
+    assert theirs.upstream.endswith(other_commit) and not theirs.upstream_verified and theirs.commit != UPSTREAM
+    ours = source.fetch(_base_recipe(), ws, offline=True)
+    assert ours.commit == UPSTREAM and ours.upstream_verified and ours.upstream.endswith(UPSTREAM)
+    assert ours.key != theirs.key and ours.key.startswith("sdist-llama-cpp-python-0.3.36-")
+    assert source.fetch(other, ws, offline=True) == theirs  # each from its own record, no import again
+    assert source.sdist_version_of(ours.key) == "0.3.36"

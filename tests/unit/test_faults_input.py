@@ -341,3 +341,45 @@ def test_results_with_steps_of_the_wrong_type_are_one_line(tmp_path, change, say
         assert rc == 2 and err.count("\n") == 1 and err.startswith(f"patchkit: error: {run / 'results.json'}: "), err
         assert says in err, err
     assert (run / "results.json").read_bytes() == before
+
+
+@pytest.fixture
+def read_only(tmp_path):
+    """A real read-only file system: a tmpfs mounted, filled, then remounted read-only."""
+    disk = tmp_path / "ro"
+    disk.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(disk)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+@pytest.mark.parametrize("command", ["fetch", "apply"])
+def test_a_read_only_work_folder_is_one_line_before_anything_is_written(read_only, command):
+    """issue 34: a read-only work folder gave EROFS tracebacks."""
+    toy = Toy(read_only / "t")
+    toy.write_patches()
+    shutil.rmtree(toy.ws.cache / "llama.cpp.git")  # nothing fetched yet: the first command makes it
+    before = sorted(p.relative_to(read_only) for p in read_only.rglob("*"))
+    subprocess.run(["mount", "-o", "remount,ro", str(read_only)], check=True)
+    try:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        argv = [
+            sys.executable,
+            "-m",
+            "patchkit",
+            command,
+            "--work",
+            str(toy.ws.root),
+            "-r",
+            str(toy.proj / "recipes/toy.toml"),
+        ]
+        r = subprocess.run([*argv, "--offline"], capture_output=True, text=True, env=env)
+    finally:
+        subprocess.run(["mount", "-o", "remount,rw", str(read_only)], check=True)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.startswith(f"patchkit: error: work folder {toy.ws.root} is on a read-only file system"), r.stderr
+    assert sorted(p.relative_to(read_only) for p in read_only.rglob("*")) == before

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -286,3 +287,105 @@ def test_a_failing_variant_keeps_its_last_good_tree_and_the_others(toy):
     toy.write_patches()  # fixed again: the variant is up to date with no work
     states, errors = toy.apply()
     assert not errors and states[2].head == before["+0001+0002"]
+
+
+def test_a_series_of_60_patches_applies_with_bounded_folder_names(tmp_path):
+    """issue 34: from ~51 patches the variant's name (+0001+0002...) as folder and lock name passed 255 bytes
+    (a traceback). 60 real patches (real git): the longest variant applies in a folder of a bounded name
+    holding its key; its display name stays the whole name."""
+    toy = Toy(tmp_path)
+    wt = tmp_path / "wt"
+    git(toy.ws.repo, "worktree", "add", "--detach", str(wt), toy.base.commit)
+    for i in range(1, 61):
+        (wt / f"ggml/src/n{i:04d}.txt").write_text(f"{i}\n")
+        git(wt, "add", "-A")
+        git(wt, "commit", "-q", "-m", f"add n{i:04d}")
+    git(wt, "format-patch", "-q", "-60", "-o", str(toy.proj / "patches"), "--zero-commit", "HEAD")
+    files = sorted(p.name for p in (toy.proj / "patches").glob("00*-add-*.patch"))
+    assert len(files) == 60
+    text = (toy.proj / "recipes" / "toy.toml").read_text().split("[[series]]")[0]
+    text += "".join(f'[[series]]\nfile = "patches/{f}"\n' for f in files)
+    (toy.proj / "recipes" / "toy.toml").write_text(text)
+    recipe = toy.recipe()
+    last = series.plan_variants(recipe)[-1]
+    assert len(last.name) > 255 and len(last.folder) <= 80 and last.folder.startswith("+0001_+0060_60p_")
+    state, changed = series.apply_variant(recipe, toy.base, toy.ws, last)
+    assert changed and state.name == last.name and len(state.patches) == 60
+    tree = series.tree_path(toy.ws, recipe, last)
+    assert tree.name == last.folder and (tree / "ggml/src/n0060.txt").read_text() == "60\n"
+    assert series.apply_variant(recipe, toy.base, toy.ws, last) == (state, False)  # found again by its folder
+    opts = build.BuildOptions(backend="cpu", archs=())
+    assert build.bin_dir(toy.ws, recipe, opts, last.name).name == last.folder
+    # another series of the same first and last patch and count is another folder (the hash of the name)
+    other = series.Variant(name=last.name.replace("+0030", "+0031x"), patches=last.patches)
+    assert other.folder != last.folder and other.folder.startswith("+0001_+0060_60p_")
+
+
+def test_a_patch_saved_with_crlf_applies_as_plain_git_am_applies_it(tmp_path):
+    """issue 34: a CRLF patch that plain `git am` applies was refused as a hunk conflict (--keep-cr)."""
+    toy = Toy(tmp_path)
+    toy.write_patches()
+    p = toy.proj / "patches" / "0001-a.patch"
+    p.write_bytes(p.read_bytes().replace(b"\n", b"\r\n"))
+    wt = tmp_path / "plain"
+    git(toy.ws.repo, "worktree", "add", "--detach", str(wt), toy.base.commit)
+    git(wt, "am", str(p))  # plain git am applies it
+    assert (wt / "ggml/src/a.c").read_bytes() == b"int a = 10;\n"
+    recipe = toy.recipe()
+    _, errors = series.apply_all(recipe, toy.base, toy.ws, series.plan_variants(recipe))
+    assert not errors, errors
+    assert (toy.ws.variants("toy") / "+0001" / "ggml/src/a.c").read_bytes() == b"int a = 10;\n"
+    # where it cannot apply either way, the error says its lines end in CRLF
+    bad = toy.proj / "patches" / "0002-b.patch"
+    bad.write_bytes(bad.read_bytes().replace(b"-int b = 2;", b"-int b = 3;").replace(b"\n", b"\r\n"))
+    with pytest.raises(ApplyError, match=r"0002-b\.patch does not apply: .*its lines end in CRLF"):
+        series.apply_variant(recipe, toy.base, toy.ws, series.plan_variants(recipe)[-1])
+
+
+def test_a_patch_writing_through_a_link_an_earlier_patch_added_is_one_clear_line(tmp_path):
+    """issue 34: "does not apply: file There" for a patch that writes through a symbolic link an earlier patch
+    added (plain `git am` refuses it too: "affected file ... is beyond a symbolic link")."""
+    toy = Toy(tmp_path)
+    wt = tmp_path / "wt"
+    git(toy.ws.repo, "worktree", "add", "--detach", str(wt), toy.base.commit)
+    (wt / "ggml/lnk").symlink_to("src")
+    git(wt, "add", "-A")
+    git(wt, "commit", "-q", "-m", "link")
+    (wt / "ggml/src/new.c").write_text("int n;\n")
+    git(wt, "add", "-A")
+    git(wt, "commit", "-q", "-m", "new file")
+    out = tmp_path / "out"
+    git(wt, "format-patch", "-q", "-2", "-o", str(out), "HEAD")
+    link, new = sorted(out.glob("*.patch"))
+    (toy.proj / "patches" / "0001-a.patch").write_bytes(link.read_bytes())
+    (toy.proj / "patches" / "0002-b.patch").write_text(new.read_text().replace("ggml/src/new.c", "ggml/lnk/new.c"))
+    recipe = toy.recipe()
+    _, errors = series.apply_all(recipe, toy.base, toy.ws, series.plan_variants(recipe))
+    assert [str(e) for e in errors] == [
+        "variant +0001+0002: patch patches/0002-b.patch does not apply: file ggml/lnk/new.c: a folder on its path "
+        "is a symbolic link (made by an earlier patch or the base), and git writes no file through a link; have "
+        "the patch name the path the link points to"
+    ]
+    assert (toy.ws.variants("toy") / "+0001" / "ggml/lnk").is_symlink()  # the variant before it is there
+
+
+def test_a_command_in_a_sub_folder_uses_the_projects_work_folder(tmp_path):
+    """issue 34: `patchkit fetch` run in a sub-folder of the project made a second work folder there and
+    downloaded the sdist again. The default work folder is found the way git finds its repository."""
+    toy = Toy(tmp_path)
+    ws = Workspace.at(toy.proj / ".patchkit")
+    ws.sdist("toy_sdist-1.0.tar.gz").parent.mkdir(parents=True)
+    shutil.copy2(toy.ws.sdist("toy_sdist-1.0.tar.gz"), ws.sdist("toy_sdist-1.0.tar.gz"))
+    sub = toy.proj / "patches"
+    env = {k: v for k, v in os.environ.items() if k != "PATCHKIT_WORK"} | {"PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-m", "patchkit", "fetch", "-r", "toy", "--offline"]
+    r = subprocess.run(argv, cwd=sub, capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr  # offline: the project's cached sdist was found
+    assert (toy.proj / ".patchkit" / MARKER).is_file() and not (sub / ".patchkit").exists()
+    deeper = sub / "a" / "b"
+    deeper.mkdir(parents=True)
+    r = subprocess.run(argv, cwd=deeper, capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and not (deeper / ".patchkit").exists(), r.stderr
+    # --work and $PATCHKIT_WORK are taken as given, relative to where the command runs
+    r = subprocess.run([*argv, "--work", "w2"], cwd=sub, capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and "not in the cache and --offline was given" in r.stderr and str(sub / "w2") in r.stderr

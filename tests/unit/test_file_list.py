@@ -117,3 +117,34 @@ def test_a_unit_ninja_did_not_finish_makes_the_check_interrupted():
     failed = unitcheck.CheckItem(variant="v", arch="89", source="c.cu", ok=False, error="c.cu:1: error: x")
     assert unitcheck.interrupted([done, cut])
     assert not unitcheck.interrupted([done, failed])
+
+
+def test_an_added_text_file_that_cmake_never_reads_makes_no_configure(repo):
+    """issue 34: a patch that only added a .txt file made the build configure again (new version headers with
+    the variant's commit: 144 CPU steps compiled again). A file of a kind never compiled counts only where a
+    CMake file names it or a file(GLOB) matches it; every other file still counts (never stale code)."""
+    (repo / "ggml" / "src" / "CMakeLists.txt").write_text(
+        'file(GLOB SRCS "ggml-cuda/*.cu")\nfile(GLOB LIC "${PROJECT_SOURCE_DIR}/licenses/LICENSE-*")\n'
+        "configure_file(${CMAKE_CURRENT_SOURCE_DIR}/kernels.txt k.txt COPYONLY)\n"
+    )
+    _commit(repo, "base")
+    first = build.configure_inputs(repo)
+    for rel in ("docs/notes.txt", "ggml/src/ggml-cuda/README.md", "scripts/gen.py"):
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text("x\n")
+        _commit(repo, f"add {rel}")
+        assert build.configure_inputs(repo) == first, rel
+    for rel in ("ggml/src/kernels.txt", "licenses/LICENSE-x.txt", "ggml/src/new.c"):  # named, globbed, compiled
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text("x\n")
+        _commit(repo, f"add {rel}")
+        now = build.configure_inputs(repo)
+        assert now != first, rel
+        first = now
+    # a GLOB whose last part is a variable: every file counts
+    (repo / "ggml" / "src" / "CMakeLists.txt").write_text('file(GLOB SRCS "ggml-cuda/${PATTERN}")\n')
+    _commit(repo, "a variable pattern")
+    before = build.configure_inputs(repo)
+    (repo / "docs" / "more.txt").write_text("x\n")
+    _commit(repo, "add more.txt")
+    assert build.configure_inputs(repo) != before

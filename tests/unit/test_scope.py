@@ -141,3 +141,46 @@ def test_edits_the_compiler_reads_otherwise_or_with_names_for_cells_measure_ever
     regex, why = scope.affected(ws, recipe, c0, c4)[2:]
     assert regex is None and "DKQ = 'DKQ', not an integer" in why
     assert not any((ws.cache / "tmp").iterdir())
+
+
+def test_a_resumed_changed_run_follows_the_code_as_it_is_now(repo, tmp_path):
+    """issue 34: a --changed run resumed with --run after another patch was edited kept the variant list of its
+    start: the edited +0001 was rebuilt but never tested ("unchanged since its last build", the old key)."""
+    from types import SimpleNamespace
+
+    from patchkit import build as build_mod
+    from patchkit.results import Bundle
+    from patchkit.run import pipeline
+    from patchkit.series import VariantState
+    from patchkit.workspace import write_json
+
+    ws, (c0, c1, _, _, _) = repo
+    recipe = parse_recipe(
+        '[recipe]\nname = "x"\n[base]\nsource = "git"\n[base.git]\nurl = "u"\ncommit = "' + "a" * 40 + '"\n'
+        f'[[affects]]\nfile = "{RULE.file}"\nmacro = "{MACRO}"\nparams = "{RULE.params}"\n',
+        tmp_path / "r.toml",
+    )
+    bopts = build_mod.BuildOptions(backend="cpu", archs=())
+    tc = build_mod.toolchain(bopts)
+
+    def state(name: str, key: str, head: str) -> VariantState:
+        return VariantState(name=name, key=key, base=c0, head=head, patches=[])
+
+    def built(st: VariantState) -> None:  # its last build, as the build lane leaves it
+        data = {"key": build_mod.build_key(st, bopts, tc), "result": {"head": st.head}}
+        write_json(build_mod.bin_dir(ws, recipe, bopts, st.name) / "manifest.json", data)
+
+    base, one_then, two = state("base", "kb", c0), state("+0001", "k1", c0), state("+0001+0002", "k2", c1)
+    for st in (base, one_then, state("+0001+0002", "k2-before", c0)):
+        built(st)
+    ctx, opts = SimpleNamespace(ws=ws, recipe=recipe), SimpleNamespace(changed=True, build=bopts)
+    first = pipeline.run_scope(ctx, None, [base, one_then, two], opts)
+    assert set(first.unchanged) == {"base", "+0001"} and set(first.changed) == {"+0001+0002"}
+    held = Bundle.create(ws.runs("x"), recipe="x", run_id="r1", meta={"scope": first.to_dict()})
+    built(two)  # the run built +0001+0002, then stopped; patch 0001 was edited (+0001 is now c1's code)
+    one_now = state("+0001", "k1-edited", c1)
+    again = pipeline.run_scope(ctx, held, [base, one_now, two], opts)
+    assert set(again.unchanged) == {"base"} and set(again.changed) == {"+0001", "+0001+0002"}
+    assert again.changed["+0001"]["since"] == c0 and again.changed["+0001+0002"]["since"] == c0
+    assert again.params == "(?:hsk=256,hsv=256,)"
+    assert held.data["scope"] == again.to_dict()  # kept in the run folder: a second resume starts from it

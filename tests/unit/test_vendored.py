@@ -103,9 +103,10 @@ def test_newest_base_takes_the_sdist_route_for_a_commit_the_table_knows(tmp_path
     sha256 from the table: no index asked); the cache's import record stands in for the download."""
     ws = Workspace.at(tmp_path / "work")
     row = vendored.by_version("0.3.35")
-    record = {"key": "sdist-llama-cpp-python-0.3.35", "sdist_sha256": row.sha256, "upstream": f"x@{V35}"}
-    ws.base_meta("sdist-llama-cpp-python-0.3.35").parent.mkdir(parents=True, exist_ok=True)
-    ws.base_meta("sdist-llama-cpp-python-0.3.35").write_text(json.dumps(record))
+    key = "sdist-llama-cpp-python-0.3.35-0123456789ab"
+    record = {"key": key, "sdist_sha256": row.sha256, "upstream": f"x@{V35}", "upstream_verified": True}
+    ws.base_meta(key).parent.mkdir(parents=True, exist_ok=True)
+    ws.base_meta(key).write_text(json.dumps(record))
     recipe = _recipe_without_git(tmp_path)
     base, prov = bases.resolve_base(recipe, bases.parse_onto(V35), ws, offline=True)
     assert base.route == "sdist" and base.sdist.version == "0.3.35" and base.sdist.sha256 == row.sha256
