@@ -166,13 +166,21 @@ def _base_script(work, version: str, dest: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("version", [v.version for v in vendored.SDISTS])
-def test_each_bases_own_script_reads_the_databases_of_its_tools(work, version, tmp_path):
-    """llama-bench.sqlite and test-backend-ops.sqlite written from a base's recorded output (its records as
-    base and as +0001): that base's own compare script lists every test, each at speedup 1.00."""
-    bench, perf = BASES / version / "lb-tiny.json", BASES / version / "tbo-perf-fa.sql.txt"
-    if not (bench.is_file() and perf.is_file()):
-        pytest.skip(f"{version}: no fixtures under {BASES / version}")
+VERSIONS = [v.version for v in vendored.SDISTS]
+
+
+def _fixture(version: str, name: str) -> Path:
+    path = BASES / version / name
+    if not path.is_file():
+        pytest.skip(f"{version}: {name} not recorded (tests/fixtures/bases/{version}/PROVENANCE.md)")
+    return path
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_each_bases_own_script_reads_its_llama_bench_database(work, version, tmp_path):
+    """llama-bench.sqlite written from a base's recorded llama-bench output (its records as base and as
+    +0001): that base's own compare script lists every test, each at speedup 1.00."""
+    bench = _fixture(version, "lb-tiny.json")
     script = _base_script(work, version, tmp_path / "llama.cpp")
     recs = parsers.parse_llama_bench_json(bench.read_text(), bench.name)
     runs = {"base": recs, "+0001": recs}
@@ -181,6 +189,13 @@ def test_each_bases_own_script_reads_the_databases_of_its_tools(work, version, t
     _check_llama_bench(script, db, mapping, runs, tmp_path, n_tests=4)
     _, rows = _compare(script, db, LLAMA_BENCH, *mapping, tmp_path)
     assert [row[-1] for row in rows] == ["1.00"] * 4
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_each_bases_own_script_reads_its_test_backend_ops_database(work, version, tmp_path):
+    """test-backend-ops.sqlite from a base's recorded perf --output sql (as base and its A/A copy)."""
+    perf = _fixture(version, "tbo-perf-fa.sql.txt")
+    script = _base_script(work, version, tmp_path / "llama.cpp")
     precs = parsers.parse_perf_sql(parsers.read_log(perf), perf.name)
     pruns = [("base", precs), ("base#2", precs)]
     tdb = tmp_path / upstreamdb.TEST_BACKEND_OPS_DB
