@@ -47,7 +47,7 @@ def _rows(con: sqlite3.Connection, table: str, cols: tuple[str, ...]) -> list[tu
 @pytest.mark.parametrize("version", VERSIONS)
 def test_test_backend_ops_usage_says_whether_it_has_j(version):
     usage = _fix(version, "tbo-help.txt").read_text()
-    assert usage.startswith("Usage: ./test-backend-ops [mode] [-o <op,..>] [-b <backend>] [-p <params regex>]")
+    assert usage.startswith("Usage: ./test-backend-ops [mode] ")  # 0.3.36 lists its options below, older bases inline
     assert options_not_listed(usage, ["-j"]) == ([] if HAS_J[version] else ["-j"])
     assert options_not_listed(usage, ["--output"]) == []  # bench:kernel's sql records: every base has it
 
