@@ -151,10 +151,14 @@ def usage_text(exe: Path) -> str:
 def lacks_options(exe: Path, options: list[str]) -> list[str]:
     """Which of `options` (e.g. ['-j']) the tool's usage text lists no line for: a tool at an older
     base may not have them. [] when the usage text cannot be read (the run then says what failed)."""
-    text = usage_text(exe)
-    if not text.strip():
+    return options_not_listed(usage_text(exe), options)
+
+
+def options_not_listed(usage: str, options: list[str]) -> list[str]:
+    """Which of `options` a usage text lists no line for ([] for an empty text: it cannot say)."""
+    if not usage.strip():
         return []
-    return [o for o in options if not re.search(rf"^\s*(?:\S+,\s*)*{re.escape(o)}(?=[\s,=<\[]|$)", text, re.M)]
+    return [o for o in options if not re.search(rf"^\s*(?:\S+,\s*)*{re.escape(o)}(?=[\s,=<\[]|$)", usage, re.M)]
 
 
 def missing_options(b: Bins, tool: str, options: dict[str, str]) -> str:

@@ -101,15 +101,94 @@ _LB_COMPARED = _words(
     "avg_ts"
 )
 
+LLAMA_BENCH_TYPES = {
+    **dict.fromkeys(_LB_INT, "INT"),
+    **dict.fromkeys(_LB_BOOL, "BOOL"),
+    **dict.fromkeys(_LB_FLOAT, "FLOAT"),
+}
 LLAMA_BENCH = Table(
-    name="llama_bench",
-    tool="llama-bench",
-    columns=_typed(
-        _LB_FIELDS,
-        {**dict.fromkeys(_LB_INT, "INT"), **dict.fromkeys(_LB_BOOL, "BOOL"), **dict.fromkeys(_LB_FLOAT, "FLOAT")},
-    ),
-    required=_LB_COMPARED,
+    name="llama_bench", tool="llama-bench", columns=_typed(_LB_FIELDS, LLAMA_BENCH_TYPES), required=_LB_COMPARED
 )
+
+# The llama-bench of an older base writes other fields (use_mmap before load_mode, ...), and that base's own
+# compare-llama-bench.py joins on other keys: one schema per output format of the bases in patchkit's
+# vendored table (source/vendored.py), each from that base's llama-bench.cpp (test::get_fields,
+# test::get_field_type) and scripts/compare-llama-bench.py (LLAMA_BENCH_KEY_PROPERTIES). A run's records
+# name their format by their fields (`llama_bench_table`); a field a base lacks is no column of its table.
+_LB_OLD_COMPARED = _words(
+    "cpu_info gpu_info backends n_gpu_layers tensor_buft_overrides model_filename model_type n_batch n_ubatch "
+    "embeddings cpu_mask cpu_strict poll n_threads type_k type_v use_mmap no_kv_offload split_mode main_gpu "
+    "tensor_split flash_attn n_prompt n_gen n_depth test_time avg_ts"
+)
+_LB_OLD_FIELDS = _words(
+    "build_commit build_number cpu_info gpu_info backends model_filename model_type model_size model_n_params "
+    "n_batch n_ubatch n_threads cpu_mask cpu_strict poll type_k type_v n_gpu_layers n_cpu_moe split_mode main_gpu "
+    "no_kv_offload flash_attn devices tensor_split tensor_buft_overrides use_mmap use_direct_io embeddings "
+    "no_op_offload no_host fit_target fit_min_ctx n_prompt n_gen n_depth test_time avg_ns stddev_ns avg_ts "
+    "stddev_ts"
+)
+
+_LB_0316_FIELDS = _words(
+    "build_commit build_number cpu_info gpu_info backends model_filename model_type model_size model_n_params "
+    "n_batch n_ubatch n_threads cpu_mask cpu_strict poll type_k type_v n_gpu_layers split_mode main_gpu "
+    "no_kv_offload flash_attn tensor_split tensor_buft_overrides defrag_thold use_mmap embeddings no_op_offload "
+    "n_prompt n_gen n_depth test_time avg_ns stddev_ns avg_ts stddev_ts"
+)
+
+
+def _older(fields: tuple[str, ...], compared: tuple[str, ...], *, fa_bool: bool = False) -> Table:
+    """An older base's llama_bench table: the newer fields' types (use_mmap, use_direct_io: BOOL,
+    defrag_thold: FLOAT), flash_attn BOOL where it was (before it took -fa auto)."""
+    types = {
+        **dict.fromkeys(_LB_INT, "INT"),
+        **dict.fromkeys((*_LB_BOOL, "use_mmap", "use_direct_io"), "BOOL"),
+        **dict.fromkeys((*_LB_FLOAT, "defrag_thold"), "FLOAT"),
+    }
+    if fa_bool:
+        types["flash_attn"] = "BOOL"
+    return Table(name="llama_bench", tool="llama-bench", columns=_typed(fields, types), required=compared)
+
+
+def _without(names: tuple[str, ...], *drop: str) -> tuple[str, ...]:
+    return tuple(n for n in names if n not in drop)
+
+
+# (the vendored base whose llama-bench.cpp and compare-llama-bench.py it is, its table), newest first
+LLAMA_BENCH_FORMATS: tuple[tuple[str, Table], ...] = (
+    ("0.3.36", LLAMA_BENCH),
+    (
+        "0.3.35",
+        Table(
+            "llama_bench",
+            "llama-bench",
+            _typed(_without(_LB_FIELDS, "lazy_mode", "repack"), LLAMA_BENCH_TYPES),
+            _LB_COMPARED,
+        ),
+    ),
+    ("0.3.34", _older(_LB_OLD_FIELDS, (*_LB_OLD_COMPARED, "n_cpu_moe", "fit_target", "fit_min_ctx"))),
+    (
+        "0.3.17",
+        _older(_without(_LB_OLD_FIELDS, "fit_target", "fit_min_ctx"), ("n_cpu_moe", *_LB_OLD_COMPARED), fa_bool=True),
+    ),
+    ("0.3.16", _older(_LB_0316_FIELDS, _LB_OLD_COMPARED, fa_bool=True)),
+)
+_SAMPLES = frozenset(("samples_ns", "samples_ts"))  # in llama-bench's -o json, no column of its -o sql
+
+
+def llama_bench_table(records: Iterable[Any]) -> Table:
+    """The llama_bench table of the base whose llama-bench wrote `records`: the format whose columns are
+    their fields (the fewest columns missing or fields left over; the newest of equals)."""
+    fields: set[str] = set()
+    for r in records:
+        fields |= set(record_fields(r)) - _SAMPLES
+    if not fields:
+        return LLAMA_BENCH
+
+    def misfit(t: Table) -> int:
+        return len(set(t.column_names) ^ fields)
+
+    return min((t for _, t in LLAMA_BENCH_FORMATS), key=misfit)
+
 
 # test-backend-ops.cpp:614 test_result::get_fields(), :625 get_field_type()
 _TBO_FIELDS = _words(
@@ -257,8 +336,10 @@ def _write_file(path: Path, table: Table, rows: list[tuple[Any, ...]], variants:
 
 
 def write_llama_bench_db(path: Path, runs: Runs) -> dict[str, str]:
-    """`llama-bench.sqlite` from llama-bench records (its -o json objects, or patchkit BenchRecords)."""
-    return write_db(path, LLAMA_BENCH, runs)
+    """`llama-bench.sqlite` from llama-bench records (its -o json objects, or patchkit BenchRecords), in the
+    table of the base whose llama-bench wrote them (`llama_bench_table`)."""
+    pairs = _pairs(runs)
+    return write_db(path, llama_bench_table(r for _, records in pairs for r in records), pairs)
 
 
 def write_test_backend_ops_db(path: Path, runs: Runs) -> dict[str, str]:

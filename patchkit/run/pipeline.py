@@ -16,10 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from patchkit import build as build_mod
-from patchkit import proc, series, source
+from patchkit import proc, series, source, vcs
 from patchkit.build import units
 from patchkit.errors import ApplyError, PatchkitError, ResultsError
 from patchkit.measure import env as env_mod
+from patchkit.measure import tests as tests_mod
 from patchkit.measure.tool import Built
 from patchkit.options import Context, RunOptions
 from patchkit.recipe import Recipe
@@ -231,6 +232,9 @@ def run(ctx: Context, opts: RunOptions, *, label: str, live: bool = False) -> Bu
     check_rules(ctx, base)
     states = apply(ctx, base, only=opts.variants, leave_one_out=opts.leave_one_out, force=opts.force)
     sc = run_scope(ctx, held, states, opts)  # before the run folder is made: a bad rule writes nothing
+    if any(kind.name == "test" for kind, _ in todo):  # a -j the base's test-backend-ops lacks: dropped, said once
+        src = {s.name: vcs.show(ctx.ws.repo, s.head, tests_mod.TBO_SOURCE, git_dir=ctx.ws.repo) for s in states}
+        opts = tests_mod.without_jobs_the_tool_lacks(opts, src)
     bundle = held or open_bundle(ctx, base, states, opts, label=label)
     if sc is not None and held is None:
         bundle.set_meta(scope=sc.to_dict())

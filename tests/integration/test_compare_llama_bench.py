@@ -20,6 +20,7 @@ import pytest
 from patchkit import parsers, vcs
 from patchkit.results import upstreamdb
 from patchkit.results.upstreamdb import LLAMA_BENCH, TEST_BACKEND_OPS
+from patchkit.source import vendored
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures" / "cpu"
@@ -167,3 +168,58 @@ def test_llama_bench_cpu_matrix_prints_the_microbatch_column(script, tmp_path):
     for r in rows:
         b, c = ts["base"][(int(r[ub]), r[-4])], ts["base#2"][(int(r[ub]), r[-4])]
         assert _near(r[-3], b) and _near(r[-2], c) and _near(r[-1], c / b), r
+
+
+# ------------------------------------------------------------------ every base of the vendored table (issue 34)
+
+BASES = ROOT / "tests" / "fixtures" / "bases"
+
+
+def _base_script(work, version: str, dest: Path) -> Path:
+    """scripts/compare-llama-bench.py of that base (its commit in the cache repo: `patchkit fetch` of a recipe
+    on that base puts it there), unedited."""
+    commit = vendored.by_version(version).commit
+    text = vcs.show(work.repo, commit, "scripts/compare-llama-bench.py", git_dir=work.repo)
+    if text is None:
+        pytest.skip(f"{version}'s llama.cpp ({commit[:9]}) is not in {work.repo}")
+    path = dest / "scripts" / "compare-llama-bench.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    return path
+
+
+VERSIONS = [v.version for v in vendored.SDISTS]
+
+
+def _fixture(version: str, name: str) -> Path:
+    path = BASES / version / name
+    if not path.is_file():
+        pytest.skip(f"{version}: {name} not recorded (tests/fixtures/bases/{version}/PROVENANCE.md)")
+    return path
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_each_bases_own_script_reads_its_llama_bench_database(work, version, tmp_path):
+    """llama-bench.sqlite written from a base's recorded llama-bench output (its records as base and as
+    +0001): that base's own compare script lists every test, each at speedup 1.00."""
+    bench = _fixture(version, "lb-tiny.json")
+    script = _base_script(work, version, tmp_path / "llama.cpp")
+    recs = parsers.parse_llama_bench_json(bench.read_text(), bench.name)
+    runs = {"base": recs, "+0001": recs}
+    db = tmp_path / upstreamdb.LLAMA_BENCH_DB
+    mapping = upstreamdb.write_llama_bench_db(db, runs)
+    _check_llama_bench(script, db, mapping, runs, tmp_path, n_tests=4)
+    _, rows = _compare(script, db, LLAMA_BENCH, *mapping, tmp_path)
+    assert [row[-1] for row in rows] == ["1.00"] * 4
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_each_bases_own_script_reads_its_test_backend_ops_database(work, version, tmp_path):
+    """test-backend-ops.sqlite from a base's recorded perf --output sql (as base and its A/A copy)."""
+    perf = _fixture(version, "tbo-perf-fa.sql.txt")
+    script = _base_script(work, version, tmp_path / "llama.cpp")
+    precs = parsers.parse_perf_sql(parsers.read_log(perf), perf.name)
+    pruns = [("base", precs), ("base#2", precs)]
+    tdb = tmp_path / upstreamdb.TEST_BACKEND_OPS_DB
+    tmap = upstreamdb.write_test_backend_ops_db(tdb, pruns)
+    _check_test_backend_ops(script, tdb, tmap, pruns, tmp_path, n_cases=2)

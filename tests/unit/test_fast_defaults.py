@@ -45,7 +45,7 @@ def test_the_environment_and_the_command_line_win_and_say_so():
     src = {opt: (v, why) for opt, v, why in o.sources}
     assert (o.test.procs, o.test.jobs) == (3, 4)
     assert src["--test-procs"] == ("3", "command line") and src["--test-jobs"] == ("4", "PATCHKIT_TEST_JOBS")
-    assert not o.test.jobs_default  # asked for: a tool without -j is an error, not dropped
+    assert not o.test.jobs_default  # asked for: a tool without -j drops it all the same, its note says "--test-jobs"
 
 
 def test_cpu_and_gpu_less_machines_keep_the_old_behaviour():

@@ -22,6 +22,7 @@ from patchkit import parsers, vcs
 from patchkit.errors import ResultsError
 from patchkit.results import upstreamdb
 from patchkit.results.upstreamdb import LLAMA_BENCH, TEST_BACKEND_OPS
+from patchkit.source import vendored
 from patchkit.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,14 +102,14 @@ def test_written_tables_equal_the_tools_own(tmp_path):
         assert names == {table.name, upstreamdb.VARIANTS_TABLE}
 
 
-def _pinned_source(path: str) -> str:
+def _pinned_source(path: str, commit: str = PINNED) -> str:
     root = Path(os.environ.get("PATCHKIT_TEST_WORK", Path.home() / ".cache" / "patchkit-test"))
     repo = Workspace.at(root).repo
     if not (repo / "HEAD").is_file():
         pytest.skip(f"the pinned llama.cpp source is not in {repo} (an integration test fetches it)")
-    r = vcs.git(repo, "show", f"{PINNED}:{path}", env={"GIT_DIR": str(repo)})
+    r = vcs.git(repo, "show", f"{commit}:{path}", env={"GIT_DIR": str(repo)})
     if not r.ok:
-        pytest.skip(f"{PINNED[:9]} is not in {repo} yet (an integration test fetches it)")
+        pytest.skip(f"{commit[:9]} is not in {repo} yet (patchkit fetch of its base fetches it)")
     return r.stdout.decode()
 
 
@@ -152,15 +153,19 @@ def test_schemas_are_derived_from_the_pinned_source():
     assert _schema_from_cpp(tbo, "test_result") == TEST_BACKEND_OPS.create_sql
 
 
-def test_required_columns_are_what_compare_llama_bench_reads():
-    tree = ast.parse(_pinned_source("scripts/compare-llama-bench.py"))
-    lists = {
+def _key_properties(script: str) -> dict[str, list[str]]:
+    tree = ast.parse(script)
+    return {
         t.id: ast.literal_eval(node.value)
         for node in tree.body
         if isinstance(node, ast.Assign)
         for t in node.targets
         if isinstance(t, ast.Name) and t.id.endswith("_KEY_PROPERTIES")
     }
+
+
+def test_required_columns_are_what_compare_llama_bench_reads():
+    lists = _key_properties(_pinned_source("scripts/compare-llama-bench.py"))
     assert set(LLAMA_BENCH.required) == {*lists["LLAMA_BENCH_KEY_PROPERTIES"], "test_time", "avg_ts"}
     assert set(TEST_BACKEND_OPS.required) == {
         *lists["TEST_BACKEND_OPS_KEY_PROPERTIES"],
@@ -168,6 +173,29 @@ def test_required_columns_are_what_compare_llama_bench_reads():
     }
     for table in (LLAMA_BENCH, TEST_BACKEND_OPS):
         assert set(table.required) <= set(table.column_names)
+
+
+FORMATS = dict(upstreamdb.LLAMA_BENCH_FORMATS)
+
+
+def test_every_base_of_the_vendored_table_has_its_llama_bench_format():
+    assert list(FORMATS) == [v.version for v in reversed(vendored.SDISTS)]
+    assert FORMATS["0.3.36"] is LLAMA_BENCH
+
+
+@pytest.mark.parametrize("version", list(FORMATS))
+def test_each_bases_formats_are_derived_from_its_own_source(version):
+    """Each base's llama_bench table is what its llama-bench.cpp prints, its required columns are what its
+    own compare-llama-bench.py joins on, and its test_backend_ops table is the one patchkit writes."""
+    commit = vendored.by_version(version).commit
+    table = FORMATS[version]
+    assert _schema_from_cpp(_pinned_source("tools/llama-bench/llama-bench.cpp", commit), "test") == table.create_sql
+    lists = _key_properties(_pinned_source("scripts/compare-llama-bench.py", commit))
+    assert set(table.required) == {*lists["LLAMA_BENCH_KEY_PROPERTIES"], "test_time", "avg_ts"}
+    assert set(table.required) <= set(table.column_names)
+    tbo = _pinned_source("tests/test-backend-ops.cpp", commit)
+    assert _schema_from_cpp(tbo, "test_result") == TEST_BACKEND_OPS.create_sql
+    assert set(lists["TEST_BACKEND_OPS_KEY_PROPERTIES"]) <= set(TEST_BACKEND_OPS.required)
 
 
 # --------------------------------------------------------------------------------------- round trip
