@@ -20,7 +20,7 @@ from patchkit.errors import PatchkitError, ResultsError
 from patchkit.measure.decode import synth_model
 from patchkit.option_set import GROUPS
 from patchkit.options import build_options, describe
-from patchkit.report import publish
+from patchkit.cli import publish
 from patchkit.results import Bundle, latest_run
 from patchkit.run import pipeline, replay, steps
 from patchkit.sweep import section
