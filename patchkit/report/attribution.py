@@ -63,20 +63,16 @@ def _kernel_rows(ke: KernelRun, pid: str, a: str, b: str) -> list[AttributionRow
     out = []
     for c in ke.measured.cases if ke.measured else []:
         va, vb = c.variants.get(a), c.variants.get(b)
-        if not va or not vb or not va.get("samples_us") or not vb.get("samples_us"):
+        if not va or not vb or not va.samples_us or not vb.samples_us:
             continue
         stored = c.vs_base.get(b) if a == "base" else None
         if stored:
-            rr = stats.Ratio(ratio=stored["ratio"], ci_low=stored["ci_low"], ci_high=stored["ci_high"])
-            verdict, how = stored["verdict"], "stored"
+            rr = stats.Ratio(ratio=stored.ratio, ci_low=stored.ci_low, ci_high=stored.ci_high)
+            verdict, how = stored.verdict, "stored"
         else:
-            rr = stats.ratio(va["samples_us"], vb["samples_us"])
+            rr = stats.ratio(va.samples_us, vb.samples_us)
             verdict, how = stats.verdict(rr, ke.measured.noise_floor or 0.0), "computed"
-        out.append(
-            _row(
-                ke.gpu, pid, a, b, "kernel", c.params, (va["median"], vb["median"], va["n"], vb["n"]), rr, verdict, how
-            )
-        )
+        out.append(_row(ke.gpu, pid, a, b, "kernel", c.params, (va.median, vb.median, va.n, vb.n), rr, verdict, how))
     return out
 
 
