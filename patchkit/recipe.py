@@ -21,7 +21,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from patchkit import backends, expr
+from patchkit import backends, expr, vendored
 from patchkit.errors import RecipeError
 from patchkit.option_set import default
 from patchkit.workspace import SAFE_RULE, is_safe_component
@@ -424,8 +424,7 @@ def parse_recipe(text: str, file: Path, root: Path | None = None) -> Recipe:
 
 def _base_from_table(base: Base, file: Path) -> Base:
     """A base named by its upstream commit alone: the sdist route through the sdist that patchkit's table
-    (patchkit.source.vendored) says vendors that commit; otherwise one line that says to add [base.git]."""
-    from patchkit.source import vendored  # the source stage imports this module: not at the top
+    (patchkit.vendored) says vendors that commit; otherwise one line that says to add [base.git]."""
 
     repo, _, named = base.upstream.rpartition("@")
     if not named:

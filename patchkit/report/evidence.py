@@ -115,7 +115,7 @@ class Hardware:
     env_missing: bool
     base: dict[str, Any]
     patches: dict[str, str]
-    timeline: dict[str, Any] | None = None  # wall time, busy time per lane, critical path (patchkit.run.timeline)
+    timeline: dict[str, Any] | None = None  # wall time, busy time per lane, critical path (patchkit.results.timeline)
 
 
 # ---------------------------------------------------------------------------------------------

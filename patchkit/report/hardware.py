@@ -10,7 +10,7 @@ from patchkit.report.fmt import DASH, Block, bullets, code, details, portable_ar
 from patchkit.report.merge import patch_shas
 from patchkit.report.prose import related
 from patchkit.report.runview import RunView
-from patchkit.run import timeline
+from patchkit.results import timeline
 
 BASE_KEYS = ("key", "ref", "commit", "route", "upstream", "upstream_verified", "sdist_file", "sdist_sha256")
 # "provenance" (what a git-route base is, in words: patchkit.source) only where the run recorded one

@@ -23,8 +23,8 @@ from patchkit.measure import env as env_mod
 from patchkit.measure.tool import Built
 from patchkit.options import Context, RunOptions
 from patchkit.recipe import Recipe
-from patchkit.results import Bundle, Status, Step, new_run_id
-from patchkit.run import lanes, scope, steps, timeline
+from patchkit.results import Bundle, Status, Step, new_run_id, timeline
+from patchkit.run import lanes, scope, steps
 from patchkit.workspace import write_atomic, write_json
 
 MARKS = {"ok": "ok", "fail": "FAIL", "not_run": "not run", "error": "ERROR", "interrupted": "INTERRUPTED"}

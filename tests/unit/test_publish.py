@@ -23,8 +23,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from patchkit.cli import main
-from patchkit.errors import PatchkitError
 from patchkit.cli.publish import BodyChange, digest, pr_main, render_diff, split_title
+from patchkit.errors import PatchkitError
 
 TOKEN = "ghp_TESTTOKEN_0123456789abcdefSECRET"
 REPO = "me/llama.cpp"
