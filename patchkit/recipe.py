@@ -21,7 +21,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from patchkit import backends, expr
+from patchkit import backends, expr, vendored
 from patchkit.errors import RecipeError
 from patchkit.option_set import default
 from patchkit.workspace import SAFE_RULE, is_safe_component
@@ -459,8 +459,7 @@ def _keys_written(data: dict, bench: dict) -> frozenset[str]:
 
 def _base_from_table(base: Base, file: Path) -> Base:
     """A base named by its upstream commit alone: the sdist route through the sdist that patchkit's table
-    (patchkit.source.vendored) says vendors that commit; otherwise one line that says to add [base.git]."""
-    from patchkit.source import vendored  # the source stage imports this module: not at the top
+    (patchkit.vendored) says vendors that commit; otherwise one line that says to add [base.git]."""
 
     repo, _, named = base.upstream.rpartition("@")
     if not named:

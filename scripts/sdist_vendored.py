@@ -1,4 +1,4 @@
-"""Which llama.cpp commit each llama-cpp-python sdist vendors: the rows of patchkit/source/vendored.py.
+"""Which llama.cpp commit each llama-cpp-python sdist vendors: the rows of patchkit/vendored.py.
 
     python3 scripts/sdist_vendored.py DIR/llama_cpp_python-0.3.35.tar.gz ...
 

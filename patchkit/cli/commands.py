@@ -15,6 +15,7 @@ from patchkit import backends, option_set, parsers, report
 from patchkit import build as build_mod
 from patchkit.build import unitcheck
 from patchkit.cli import executor as cli_executor
+from patchkit.cli import publish
 from patchkit.cli.base import (
     Command,
     add_build,
@@ -30,7 +31,6 @@ from patchkit.errors import PatchkitError, ResultsError
 from patchkit.measure.decode import synth_model
 from patchkit.option_set import GROUPS
 from patchkit.options import build_options, describe
-from patchkit.report import publish
 from patchkit.results import Bundle, latest_run
 from patchkit.run import pipeline, replay, steps
 from patchkit.sweep import section

@@ -11,10 +11,9 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchkit import source
+from patchkit import source, vendored
 from patchkit.errors import FetchError, RecipeError
 from patchkit.recipe import Base, GitBase, Recipe, SdistBase
-from patchkit.source import vendored
 from patchkit.workspace import Workspace, read_json
 
 PYPI_INDEX = "https://pypi.org/simple"
@@ -123,7 +122,7 @@ def _sdist_base(
         prov["sha256_from"] = "given"
     elif row is not None:
         sd = dataclasses.replace(sd, sha256=row.sha256)
-        prov["sha256_from"] = "patchkit's table (patchkit/source/vendored.py)"
+        prov["sha256_from"] = "patchkit's table (patchkit/vendored.py)"
     else:
         if offline:
             raise FetchError(f"sdist {sd.name} {sd.version}: no --sha256 and --offline forbids asking the index for it")

@@ -25,6 +25,16 @@ from patchkit.option_set import default
 from patchkit.options import RunOptions
 from patchkit.progress import Progress
 from patchkit.results import Bundle, Status, Step, upstreamdb
+from patchkit.results.data import ABSENT
+from patchkit.results.data.kernel import (
+    ClocksData,
+    KernelCase,
+    KernelData,
+    RatioVsBase,
+    TimingData,
+    UpstreamDb,
+    VariantTimes,
+)
 from patchkit.workspace import machine_lock
 
 MIN_US_ENV = "GGML_TEST_PERF_MIN_US"  # patches/local/0002: the timed time of each case per process
@@ -54,10 +64,9 @@ class Timing:
         return cls(min_rounds=rounds, max_rounds=rounds, max_seconds=0.0)
 
     @classmethod
-    def from_data(cls, d: dict) -> Timing:
-        if "timing" in d:
-            return cls(**d["timing"])
-        return cls.fixed(int(d["rounds"]))
+    def from_data(cls, d: KernelData) -> Timing:
+        """The timing a stored step ran with (fixed rounds for runs before rounds were adaptive)."""
+        return cls(**d.timing.to_dict()) if d.timing else cls.fixed(d.rounds)
 
     @property
     def cap(self) -> int:
@@ -217,22 +226,24 @@ def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _variant(c: Case, label: str, nbytes: float | None, peak_bw_gbs: float | None) -> dict:
+def _variant(c: Case, label: str, nbytes: float | None, peak_bw_gbs: float | None) -> VariantTimes:
     xs = c.samples[label]
     s = stats.summarize(xs)
     gbs = nbytes / (s.median * 1e-6) / 1e9 if nbytes else None
-    return {
-        "samples_us": xs,
+    return VariantTimes(
+        samples_us=xs,
         **s.to_dict(),
-        "gbs": gbs,
-        "pct_peak": (100 * gbs / peak_bw_gbs) if (gbs and peak_bw_gbs) else None,
-        "noise": _finite(stats.rel_noise(xs)),
-        "timed_s": c.timed_s[label],
-        "n_runs": c.n_runs[label],
-    }
+        gbs=gbs,
+        pct_peak=(100 * gbs / peak_bw_gbs) if (gbs and peak_bw_gbs) else None,
+        noise=_finite(stats.rel_noise(xs)),
+        timed_s=c.timed_s[label],
+        n_runs=c.n_runs[label],
+    )
 
 
-def judge(cases: dict[str, Case], op: str, base_label: str, aa_label: str, peak_bw_gbs: float | None) -> tuple:
+def judge(
+    cases: dict[str, Case], op: str, base_label: str, aa_label: str, peak_bw_gbs: float | None
+) -> tuple[list[KernelCase], float]:
     """(cases as the step records them, the A/A noise floor): each case judged once."""
     out, aa = [], []
     for c in cases.values():
@@ -242,25 +253,17 @@ def judge(cases: dict[str, Case], op: str, base_label: str, aa_label: str, peak_
         if base_label in c.samples and aa_label in c.samples:
             aa_ratio = stats.ratio(c.samples[base_label], c.samples[aa_label]).ratio
             aa.append(aa_ratio)
-        out.append(
-            {
-                "params": c.params,
-                "bytes": nbytes,
-                "variants": variants,
-                "aa_ratio": aa_ratio,
-                "rounds": c.rounds,
-                "stop": c.stop,
-            }
-        )
+        case = KernelCase(params=c.params, bytes=nbytes, variants=variants, aa_ratio=aa_ratio, vs_base={})
+        case.rounds, case.stop = c.rounds, c.stop
+        out.append(case)
     floor = stats.noise_floor(aa)
     for oc, c in zip(out, cases.values()):
         ref = c.samples.get(base_label)
-        oc["vs_base"] = {}
         for label, xs in c.samples.items():
             if label == base_label or ref is None:
                 continue
             rr = stats.ratio(ref, xs)
-            oc["vs_base"][label] = {**rr.to_dict(), "verdict": stats.verdict(rr, floor)}
+            oc.vs_base[label] = RatioVsBase(**rr.to_dict(), verdict=stats.verdict(rr, floor))
     return out, floor
 
 
@@ -303,20 +306,20 @@ def run_kernel_bench(
     with contextlib.nullcontext() if bundle.replay else machine_lock(timing_lock(backend), "bench:kernel"):
         rounds_run = rounds.run("" if test_file else params)
     cases, logs, errors = rounds.cases, rounds.logs + rounds.clocks.logs, rounds.errors
-    data = {
-        "op": op,
-        "params": params,
-        "test_file": test_file,
-        "rounds": t.min_rounds,
-        "backend": backend,
-        "peak_bw_gbs": peak_bw_gbs,
-        "timing": asdict(t),
-        "rounds_run": rounds_run,
-        "process_seconds": round(rounds.seconds, 1),
-        "confidence": stats.CONFIDENCE,
-    }
+    data = KernelData(
+        op=op,
+        params=params,
+        test_file=test_file,
+        rounds=t.min_rounds,
+        backend=backend,
+        peak_bw_gbs=peak_bw_gbs,
+        timing=TimingData(**asdict(t)),
+        rounds_run=rounds_run,
+        process_seconds=round(rounds.seconds, 1),
+        confidence=stats.CONFIDENCE,
+    )
     if rounds.clocks.rounds or rounds.clocks.note:  # issue 27; runs before it have no clocks
-        data["clocks"] = rounds.clocks.data()
+        data.clocks = ClocksData(**rounds.clocks.data())
     if not cases:
         return Step(
             name="bench:kernel",
@@ -324,17 +327,19 @@ def run_kernel_bench(
             reason="; ".join(errors) or f"no {op} case matched {params or test_file!r} on {backend}",
             logs=logs,
             seconds=round(time.monotonic() - t0, 1),
-            data=data,
+            data=data.to_dict(),
         )
-    out, floor = judge(cases, op, labeled[0][0], labeled[-1][0], peak_bw_gbs)
+    data.cases, data.noise_floor = judge(cases, op, labeled[0][0], labeled[-1][0], peak_bw_gbs)
+    data.labels = [lab for lab, _ in labeled]
     db = upstream_db(bundle, upstreamdb.TEST_BACKEND_OPS_DB, rounds.runs, errors)
+    data.upstream_db = UpstreamDb(**db) if db else {}
     return Step(
         name="bench:kernel",
         status=Status.ERROR if errors else Status.OK,
         reason="; ".join(errors),
         seconds=round(time.monotonic() - t0, 1),
         logs=logs,
-        data={**data, "labels": [lab for lab, _ in labeled], "cases": out, "noise_floor": floor, "upstream_db": db},
+        data=data.to_dict(),
     )
 
 
@@ -391,14 +396,16 @@ def inputs(built: Built, opts: RunOptions, name: str) -> dict:
 
 
 def reparse(bundle: Bundle, old: Step, bins: list[Bins]) -> Step:
-    d = old.data
+    d = KernelData.from_step(old, str(bundle.path / "results.json"))
+    if d.op is ABSENT:
+        raise ResultsError(f"{bundle.path / 'results.json'}: step 'bench:kernel' ran nothing: no settings to reparse")
     return run_kernel_bench(
         bundle,
         bins,
-        backend=d["backend"],
-        op=d["op"],
-        params=d["params"],
-        test_file=d.get("test_file", ""),
+        backend=d.backend,
+        op=d.op,
+        params=d.params,
+        test_file=d.test_file or "",
         timing=Timing.from_data(d),
         peak_bw_gbs=(bundle.env.get("gpu") or {}).get("peak_bw_gbs"),
     )

@@ -32,6 +32,7 @@ from patchkit.measure.tool import Bins, Built, completed_from_log, run_logged
 from patchkit.options import RunOptions
 from patchkit.parsers.ncu import LaunchStats
 from patchkit.results import Bundle, Status, Step
+from patchkit.results.data.kernel import KernelData
 
 STEP = "bench:occupancy"
 # the metrics the step reads (parsers.ncu.OCC_METRICS, by the names ncu's sections print them on the H200) and
@@ -229,8 +230,8 @@ def run_occupancy(
 
 def cases_of(built: Built, opts: RunOptions) -> list[str]:
     """The kernel-path cases: bench:kernel's timed cases matching the recipe's path-params (as bench:path)."""
-    kb = built.bundle.step("bench:kernel")
-    cases = [c["params"] for c in (kb.data.get("cases", []) if kb else [])]
+    kb = KernelData.in_bundle(built.bundle)
+    cases = kb.case_params if kb else []
     if opts.kernel.path_params:
         cases = [c for c in cases if re.search(opts.kernel.path_params, c)]
     return cases

@@ -12,6 +12,7 @@ from patchkit.measure import reuse
 from patchkit.measure.tool import Bins, Built, completed_from_log, run_parsed
 from patchkit.options import RunOptions
 from patchkit.results import Bundle, Status, Step
+from patchkit.results.data.kernel import KernelData
 
 # ---------------------------------------------------------------------------------------------
 # Kernel path: which kernels each variant launches for each case (Nsight Compute)
@@ -135,8 +136,8 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
         return Step(name=name, status=Status.NOT_RUN, reason="kernel names need a CUDA build and ncu")
     if (skip := built.nothing_to_compare(name)) is not None:
         return skip
-    kb = built.bundle.step("bench:kernel")
-    cases = [c["params"] for c in (kb.data.get("cases", []) if kb else [])]
+    kb = KernelData.in_bundle(built.bundle)
+    cases = kb.case_params if kb else []
     if not cases:
         return Step(name=name, status=Status.NOT_RUN, reason="no kernel cases (bench:kernel did not run)")
     if opts.kernel.path_params:
@@ -154,9 +155,8 @@ def inputs(built: Built, opts: RunOptions, name: str) -> dict:
 def recorded_target(bundle: Bundle, d: dict) -> tuple[str, str]:
     """(test-backend-ops device, op) a step profiled: its own record where it has one, else that of the
     bench:kernel step whose cases it took (bench:path runs on those cases, with that device and op)."""
-    kb = bundle.step("bench:kernel")
-    kd = kb.data if kb is not None else {}
-    backend, op = d.get("backend") or kd.get("backend"), d.get("op") or kd.get("op")
+    kd = KernelData.in_bundle(bundle) or KernelData()
+    backend, op = d.get("backend") or kd.backend, d.get("op") or kd.op
     if not backend or not op:
         raise ResultsError(f"{bundle.path}: bench:path: no recorded device and op (nor a bench:kernel step's)")
     return str(backend), str(op)

@@ -19,7 +19,8 @@ AGENTS.md asks); non-ASCII characters in the author's text are kept and named in
 
 Modules: one per step kind (build, check, test, kernel, path, occupancy, decode, numerics), each holding
 that kind's evidence extraction, its markdown section, its "Not tested" lines and its `SECTION`
-(patchkit.report.part.Section), which the registry (patchkit.run.steps.STEPS) pairs with the kind's runner;
+(patchkit.report.part.Section), which the registry (patchkit.run.steps.STEPS) pairs with the kind's runner
+(the report does not import the run stage);
 the other sections (hardware, prose: the author's text and the patch lists, summary, attribution,
 not_tested: the lines about the runs as a whole); intervals (the captions of intervals and verdicts); fmt
 (number formats, cells, blocks, ASCII).
@@ -37,23 +38,12 @@ recipe_info); everything else is a heading, a fixed label, or a sentence generat
 
 from __future__ import annotations
 
-from typing import Any
-
 from patchkit.report.collect import evidence, pr_title
 from patchkit.report.evidence import REPORT_SCHEMA, Evidence
 from patchkit.report.part import Section
 from patchkit.report.render import PLOT_FILE, decode_png, render, render_markdown, report_main
 from patchkit.report.runview import RunView, open_runs
-
-
-def __getattr__(name: str) -> Any:
-    """SECTIONS, read from the registry when first asked (patchkit.report.sections)."""
-    if name == "SECTIONS":
-        from patchkit.report.sections import sections
-
-        return sections()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+from patchkit.report.sections import SECTIONS
 
 __all__ = [
     "PLOT_FILE",

@@ -7,6 +7,7 @@ shows only the computed ones (the stored ones are the kernel and decode tables' 
 from __future__ import annotations
 
 import patchkit.report.intervals as intervals
+from patchkit.compare import attribution as compare
 from patchkit.measure import stats
 from patchkit.report.decode import per_cell, tests_of
 from patchkit.report.evidence import (
@@ -24,14 +25,6 @@ RATIO_NOTE = (
     "Kernel ratio = time(with) / time(without), < 1 is faster; "
     "decode ratio = t/s(with) / t/s(without), > 1 is faster; computed from the stored samples. Intervals: "
 )
-
-
-def _throughput_verdict(r: stats.Ratio) -> str:
-    """A t/s ratio (> 1 faster) judged like a time ratio (its inverse)."""
-    if min(r.ratio, r.ci_low, r.ci_high) <= 0:
-        return "no measurable change"
-    inv = stats.Ratio(ratio=1 / r.ratio, ci_low=1 / r.ci_high, ci_high=1 / r.ci_low)
-    return stats.verdict(inv, 0.0)
 
 
 def _row(
@@ -63,20 +56,11 @@ def _kernel_rows(ke: KernelRun, pid: str, a: str, b: str) -> list[AttributionRow
     out = []
     for c in ke.measured.cases if ke.measured else []:
         va, vb = c.variants.get(a), c.variants.get(b)
-        if not va or not vb or not va.get("samples_us") or not vb.get("samples_us"):
+        if not va or not vb or not va.samples_us or not vb.samples_us:
             continue
-        stored = c.vs_base.get(b) if a == "base" else None
-        if stored:
-            rr = stats.Ratio(ratio=stored["ratio"], ci_low=stored["ci_low"], ci_high=stored["ci_high"])
-            verdict, how = stored["verdict"], "stored"
-        else:
-            rr = stats.ratio(va["samples_us"], vb["samples_us"])
-            verdict, how = stats.verdict(rr, ke.measured.noise_floor or 0.0), "computed"
-        out.append(
-            _row(
-                ke.gpu, pid, a, b, "kernel", c.params, (va["median"], vb["median"], va["n"], vb["n"]), rr, verdict, how
-            )
-        )
+        r = compare.kernel(va, vb, c.vs_base.get(b) if a == "base" else None, ke.measured.noise_floor or 0.0)
+        values = (va.median, vb.median, va.n, vb.n)
+        out.append(_row(ke.gpu, pid, a, b, "kernel", c.params, values, r.ratio, r.verdict, r.source))
     return out
 
 
@@ -90,16 +74,17 @@ def _decode_rows(de: DecodeRun, pid: str, a: str, b: str) -> list[AttributionRow
         if xa is None or xb is None:
             continue
         stored = xb.ratio if a == "base" else None
-        if stored:
-            rr = stats.Ratio(ratio=stored.ratio, ci_low=stored.ci_low, ci_high=stored.ci_high)
-            verdict, how = stored.verdict, "stored"
-        else:
-            rr = stats.ratio(xa.samples_ts, xb.samples_ts)
-            verdict, how = _throughput_verdict(rr), "computed"
-            floor = xb.ratio.interval.get("floor") if xb.ratio is not None else None
-            if floor is not None:  # issue 36: the cell's own floor, and its minimum of samples
-                cap = float((m.timing or {}).get("max_floor") or 0.0)
-                verdict = stats.cell_verdict(rr, float(floor), max_floor=cap, higher_is_better=True)
+        floor = xb.ratio.interval.get("floor") if xb.ratio is not None and not stored else None
+        cap = float((m.timing or {}).get("max_floor") or 0.0)
+        r = compare.decode(
+            xa.samples_ts,
+            xb.samples_ts,
+            stored,
+            stored.verdict if stored else "",
+            floor=None if floor is None else float(floor),
+            max_floor=cap,
+        )
+        rr, verdict, how = r.ratio, r.verdict, r.source
         matrix = per_cell(m) and xb.n_prompt and xb.n_ubatch
         out.append(
             _row(

@@ -19,6 +19,8 @@ from typing import Any, TypeVar
 
 from patchkit.report.runview import RunView
 from patchkit.results import Step
+from patchkit.results.data import Data
+from patchkit.results.data import kernel as kernel_data
 
 REPORT_SCHEMA = 1
 R = TypeVar("R", bound="StepRun")
@@ -113,7 +115,7 @@ class Hardware:
     env_missing: bool
     base: dict[str, Any]
     patches: dict[str, str]
-    timeline: dict[str, Any] | None = None  # wall time, busy time per lane, critical path (patchkit.run.timeline)
+    timeline: dict[str, Any] | None = None  # wall time, busy time per lane, critical path (patchkit.results.timeline)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -235,28 +237,31 @@ class Tests:
 
 @dataclass(kw_only=True)
 class KernelCase:
+    """A case as the report shows it: the stored case (patchkit.results.data.kernel) without the variants
+    that compile to base's code, and its short form."""
+
     params: str
-    bytes: Any
-    variants: dict[str, dict[str, Any]]  # label -> median, min, max, n, samples_us, pct_peak, ...
-    vs_base: dict[str, dict[str, Any]]  # label -> ratio, ci_low, ci_high, verdict
-    aa_ratio: Any
-    rounds: Any = field(default=None, metadata=OMITTED)  # the rounds this case ran (adaptive timing)
+    bytes: float | None
+    variants: dict[str, kernel_data.VariantTimes]  # label -> its times
+    vs_base: dict[str, kernel_data.RatioVsBase]  # label -> ratio, ci_low, ci_high, verdict
+    aa_ratio: float | None
+    rounds: int | None = field(default=None, metadata=OMITTED)  # the rounds this case ran (adaptive timing)
     short: str = ""
 
 
 @dataclass(kw_only=True)
 class KernelData:
-    op: Any
-    params: Any
-    test_file: Any
-    rounds: Any
-    backend: Any
-    peak_bw_gbs: Any
+    op: str
+    params: str
+    test_file: str
+    rounds: int
+    backend: str
+    peak_bw_gbs: float | None
     labels: list[str]
-    noise_floor: Any
+    noise_floor: float
     cases: list[KernelCase]
-    upstream_db: dict[str, Any] | None = field(default=None, metadata=OMITTED)  # file, labels: label -> variant
-    clocks: dict[str, Any] | None = None  # GPU clocks around each process (issue 27; absent in older runs)
+    upstream_db: kernel_data.UpstreamDb | None = field(default=None, metadata=OMITTED)
+    clocks: kernel_data.ClocksData | None = None  # GPU clocks around each process (issue 27; absent in older runs)
 
 
 @dataclass(kw_only=True)
@@ -490,6 +495,8 @@ class Evidence:
 
 def to_data(o: Any) -> Any:
     """The JSON value of evidence (see the module docstring)."""
+    if isinstance(o, Data):  # stored step data: as results.json holds it
+        return to_data(o.to_dict())
     if dataclasses.is_dataclass(o) and not isinstance(o, type):
         out: dict[str, Any] = {}
         for f in dataclasses.fields(o):

@@ -12,7 +12,7 @@ from patchkit.report.fmt import DASH, Block, bullets, code, details, portable_ar
 from patchkit.report.merge import patch_shas
 from patchkit.report.prose import related
 from patchkit.report.runview import RunView
-from patchkit.run import timeline
+from patchkit.results import timeline
 
 GPU_TOOLKIT_KEYS = ("cuda",)  # env.json keys of a GPU toolkit (measure/env.py): not shown for a CPU build
 BASE_KEYS = ("key", "ref", "commit", "route", "upstream", "upstream_verified", "sdist_file", "sdist_sha256")

@@ -27,51 +27,49 @@ from patchkit.report.fmt import (
     verdict_word,
 )
 from patchkit.report.part import Missing, Section, case_lines
-from patchkit.report.runview import RunView, need
+from patchkit.report.runview import RunView
 from patchkit.results import upstreamdb
+from patchkit.results.data import kernel as kernel_data
 
 STEP = "bench:kernel"
 
 
-def _cases(run: RunView, d: dict[str, Any], hidden: set[str]) -> list[KernelCase]:
+def _cases(d: kernel_data.KernelData, hidden: set[str]) -> list[KernelCase]:
     """The cases, without the variants that compile to base's code (`hidden`: never shown with numbers)."""
-    where = f"{run.where}: {STEP}"
-    cases = []
-    for i, c in enumerate(d["cases"]):
-        for lab, v in (need(c, "variants", f"{where} case {i}") or {}).items():
-            for k in ("median", "min", "max", "n"):
-                need(v, k, f"{where} case {i} variant {lab}")
-        cases.append(
-            KernelCase(
-                params=str(need(c, "params", f"{where} case {i}")),
-                bytes=c.get("bytes"),
-                variants={k: v for k, v in c["variants"].items() if k not in hidden},
-                vs_base={k: v for k, v in (c.get("vs_base") or {}).items() if k not in hidden},
-                aa_ratio=c.get("aa_ratio"),
-                rounds=c.get("rounds"),
-            )
+    return [
+        KernelCase(
+            params=c.params,
+            bytes=c.bytes,
+            variants={k: v for k, v in c.variants.items() if k not in hidden},
+            vs_base={k: v for k, v in c.vs_base.items() if k not in hidden},
+            aa_ratio=c.aa_ratio,
+            rounds=c.rounds or None,
         )
-    return cases
+        for c in d.cases
+    ]
 
 
 def _run(run: RunView) -> KernelRun:
     s = run.step(STEP)
     e = KernelRun.of(run, STEP, s)
-    if s is not None and s.data.get("cases") is not None:
-        d = s.data
+    d = kernel_data.KernelData.from_step(s, run.where) if s is not None else None
+    if d is not None and d.measured:
         hidden = set(run.same_code)
+        db = d.upstream_db if isinstance(d.upstream_db, kernel_data.UpstreamDb) else None
+        if db:
+            run.log(db.file)  # checked like a raw log
         e.measured = KernelData(
-            op=d.get("op"),
-            params=d.get("params"),
-            test_file=d.get("test_file"),
-            rounds=d.get("rounds"),
-            backend=d.get("backend"),
-            peak_bw_gbs=d.get("peak_bw_gbs"),
-            labels=[lab for lab in d.get("labels") or [] if lab not in hidden],
-            noise_floor=d.get("noise_floor"),
-            cases=_cases(run, d, hidden),
-            upstream_db=upstream_db(run, d),
-            clocks=d.get("clocks"),
+            op=d.op,
+            params=d.params,
+            test_file=d.test_file,
+            rounds=d.rounds,
+            backend=d.backend,
+            peak_bw_gbs=d.peak_bw_gbs,
+            labels=[lab for lab in d.labels if lab not in hidden],
+            noise_floor=d.noise_floor,
+            cases=_cases(d, hidden),
+            upstream_db=db,
+            clocks=d.clocks or None,
         )
     return e
 
@@ -102,20 +100,20 @@ def labels_of(have: list[KernelData]) -> list[str]:
     return out
 
 
-def _ratio_cell(r: dict[str, Any]) -> str:
-    return f"{num(r['ratio'], 'ratio')} {interval(r['ci_low'], r['ci_high'], 'ratio')} {verdict_word(r['verdict'])}"
+def _ratio_cell(r: kernel_data.RatioVsBase) -> str:
+    return f"{num(r.ratio, 'ratio')} {interval(r.ci_low, r.ci_high, 'ratio')} {verdict_word(r.verdict)}"
 
 
-def _time_cell(v: dict[str, Any] | None) -> str:
+def _time_cell(v: kernel_data.VariantTimes | None) -> str:
     if not v:
         return DASH
-    s = f"{num(v['median'], 'us')} {interval(v['min'], v['max'], 'us')}"
-    return s + (f" {pct(v['pct_peak'])}" if v.get("pct_peak") is not None else "")
+    s = f"{num(v.median, 'us')} {interval(v.min, v.max, 'us')}"
+    return s + (f" {pct(v.pct_peak)}" if v.pct_peak is not None else "")
 
 
 def _captions(have: list[tuple[KernelRun, KernelData]], base: str, multi: bool) -> list[str]:
-    entries = [r for _, m in have for c in m.cases for r in c.vs_base.values()]
-    ns = [v["n"] for _, m in have for c in m.cases for v in c.variants.values()]
+    entries = [r.to_dict() for _, m in have for c in m.cases for r in c.vs_base.values()]  # intervals reads dicts
+    ns = [v.n for _, m in have for c in m.cases for v in c.variants.values()]
     out = [
         f"Times: median [min, max] us per op call, then the share of the peak DRAM bandwidth; "
         f"ratio = time(variant) / time({base}), < 1 is faster."
@@ -128,7 +126,7 @@ def _captions(have: list[tuple[KernelRun, KernelData]], base: str, multi: bool) 
         out.append(pre + "Verdicts: " + intervals.verdict_caption(entries, aa, base=base) + ".")
         if aa is None:
             out.append(pre + "A/A noise floor: not measured (no A/A copy of base in this run).")
-        if c := clocks.summary(m.clocks):
+        if c := clocks.summary(m.clocks.to_dict() if m.clocks else None):
             out.append(pre + c)
         if m.peak_bw_gbs:
             out.append(
@@ -140,8 +138,11 @@ def _captions(have: list[tuple[KernelRun, KernelData]], base: str, multi: bool) 
     return out
 
 
-def compare_lines(multi: bool, gpu: str, run_prefix: str, db: dict[str, Any] | None, tbl: upstreamdb.Table) -> list:
+def compare_lines(
+    multi: bool, gpu: str, run_prefix: str, db: kernel_data.UpstreamDb | dict[str, Any] | None, tbl: upstreamdb.Table
+) -> list:
     """Upstream's sqlite file, its label -> variant mapping, and compare-llama-bench.py's command lines."""
+    db = db.to_dict() if isinstance(db, kernel_data.UpstreamDb) else db
     if not db or not db.get("file") or not db.get("labels"):
         return []
     labels = {str(k): str(v) for k, v in db["labels"].items()}

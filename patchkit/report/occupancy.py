@@ -1,6 +1,6 @@
 """`bench:occupancy`: per case, the dominant kernels of each variant with ncu's blocks per SM (and what
 limits them), occupancy, DRAM and L2; the self-check of the formula; then the predicted table per target
-GPU from the compile checks (patchkit.report.occupancy_predict), labelled predicted."""
+GPU from the compile checks (patchkit.compare.occupancy_predict), labelled predicted."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-import patchkit.report.occupancy_predict as pred
+import patchkit.compare.occupancy_predict as pred
 from patchkit.errors import OptionError
 from patchkit.measure import occupancy_formula as occ
 from patchkit.report.evidence import Evidence, StepRun

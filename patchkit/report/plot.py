@@ -74,6 +74,11 @@ def ubatch_series(ev: Evidence) -> list[dict[str, Any]]:
 
 def speedup_png(series: list[dict[str, Any]], *, title: str = "Prompt processing speedup by micro-batch") -> bytes:
     """Speedup (variant / base t/s, its interval as error bars) against the micro-batch size, log2 axis."""
+    import matplotlib
+    import matplotlib.style
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     with (
         matplotlib.style.context("default"),
         matplotlib.rc_context({"svg.hashsalt": "patchkit", "path.simplify": True}),

@@ -12,6 +12,7 @@ from typing import Any
 
 from patchkit.errors import ReportError
 from patchkit.results import Bundle, Step
+from patchkit.results.data.kernel import KernelData
 
 
 @dataclass
@@ -112,8 +113,8 @@ class RunView:
         for s in self.steps("test:"):
             out |= {str(v) for v, e in (s.data.get("variants") or {}).items() if e.get("status") != "not_run"}
         k = self.step("bench:kernel")
-        if k is not None:
-            out |= {str(lab).split("#", 1)[0] for c in k.data.get("cases") or [] for lab in c.get("variants") or {}}
+        if k is not None and (kd := KernelData.from_step(k, self.where)).measured:
+            out |= {lab.split("#", 1)[0] for c in kd.cases for lab in c.variants}
         d = self.step("bench:decode")
         if d is not None:
             out |= {str(r.get("variant")) for r in d.data.get("rows") or []}

@@ -124,11 +124,7 @@ def _series(ev: Evidence, multi: bool) -> list[str]:
     for run in ev.runs:
         ke = next((e.measured for e in ev.kernel.runs if e.gpu == run.gpu and e.measured), None)
         de = next((e.measured for e in ev.decode.runs if e.gpu == run.gpu and e.measured), None)
-        k = (
-            [(c.vs_base[last]["verdict"], c.vs_base[last]["ratio"]) for c in ke.cases if last in c.vs_base]
-            if ke
-            else []
-        )
+        k = [(c.vs_base[last].verdict, c.vs_base[last].ratio) for c in ke.cases if last in c.vs_base] if ke else []
         d = [(x.ratio.verdict, x.ratio.ratio) for x in de.rows if x.variant == last and x.ratio] if de else []
         if k or d:
             pre = f"{run.gpu}: " if multi else ""

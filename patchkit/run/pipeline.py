@@ -24,8 +24,8 @@ from patchkit.measure import tests as tests_mod
 from patchkit.measure.tool import Built
 from patchkit.options import Context, RunOptions
 from patchkit.recipe import Recipe
-from patchkit.results import Bundle, Status, Step, new_run_id
-from patchkit.run import lanes, scope, steps, timeline
+from patchkit.results import Bundle, Status, Step, new_run_id, timeline
+from patchkit.run import lanes, scope, steps
 from patchkit.run import live as live_mod
 from patchkit.workspace import write_atomic, write_json
 

@@ -21,10 +21,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from patchkit.compare import occupancy_predict
 from patchkit.errors import OptionError, ParseError
 from patchkit.measure import occupancy_formula as occ
 from patchkit.parsers.ptxas import parse_ptxas
-from patchkit.report import occupancy_predict
 from patchkit.sweep.errors import SweepError, hint
 
 FILTERS = ("none", "below-start")
@@ -43,7 +43,7 @@ class OccupancySpec:
 
 
 def kernel_key(name: str) -> tuple[str, tuple[str, ...]] | None:
-    """patchkit.report.occupancy_predict.kernel_key."""
+    """patchkit.compare.occupancy_predict.kernel_key."""
     return occupancy_predict.kernel_key(name)
 
 

@@ -13,10 +13,9 @@ from pathlib import Path
 import git
 import pytest
 
-from patchkit import source
+from patchkit import source, vendored
 from patchkit.maintain import bases, trial
 from patchkit.recipe import load_recipe, parse_recipe
-from patchkit.source import vendored
 from patchkit.workspace import Workspace
 
 from .conftest import ROOT, copy_cache
@@ -179,7 +178,7 @@ def test_rebase_default_series_onto_0_3_35(base, base35, work, cli, tmp_path):
     assert "fattn-mma-f16.cuh" in by_id["0002"]["detail"] and "hunk #1" in by_id["0002"]["detail"]
     assert data["summary"] == {"clean": 1, "3way": 0, "upstream": 0, "conflict": 2}
     assert data["new_base"]["commit"] == V35 and data["old_base"]["commit"] == V36
-    # 0.3.35 is in patchkit's table of vendored commits (source/vendored.py): its sha256 comes from there
+    # 0.3.35 is in patchkit's table of vendored commits (vendored.py): its sha256 comes from there
     # (test_sha256_from_pypi_index checks the index's answer is the same), so the route works offline
     assert (
         data["provenance"]["sha256_from"].startswith("patchkit's table") and data["new_base"]["sdist_sha256"] == SHA35

@@ -48,7 +48,18 @@ def imported(name: str, path: Path, known: set[str]) -> set[str]:
                 elif base in known:
                     out.add(base)
     out.discard(name)
-    return out
+    return out | _parents(name, out, known)
+
+
+def _parents(name: str, targets: set[str], known: set[str]) -> set[str]:
+    """The packages whose `__init__` importing `targets` runs: a.b.c runs a and a.b first. The packages
+    holding `name` itself are left out: they have run before `name` does."""
+    own = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
+    return (
+        {p for t in targets for i in range(1, t.count(".") + 1) if (p := ".".join(t.split(".")[:i])) in known}
+        - own
+        - {name}
+    )
 
 
 def graph(root: Path) -> dict[str, set[str]]:
@@ -109,8 +120,24 @@ def test_the_graph_is_read_from_every_kind_of_import(tmp_path):
     (pkg / "two.py").write_text("import patchkit.stage.one\n")
     g = graph(pkg)
     assert g["patchkit.stage"] == {"patchkit.stage.one"} and g["patchkit.stage.one"] == {"patchkit.two"}
-    assert cycles(g) == [["patchkit.stage.one", "patchkit.two"]]
+    # two imports stage.one, which runs stage/__init__ first: an edge to the package too
+    assert g["patchkit.two"] == {"patchkit.stage.one", "patchkit.stage"}
+    assert cycles(g) == [["patchkit.stage", "patchkit.stage.one", "patchkit.two"]]
     (pkg / "two.py").write_text("x = 1\n")
+    assert cycles(graph(pkg)) == []
+
+
+def test_an_import_runs_the_packages_above_it(tmp_path):
+    """A cycle only through a package's __init__ (stage/__init__ imports two, two imports stage.leaf,
+    a module that imports nothing) is a cycle: importing stage.leaf runs stage/__init__ first."""
+    pkg = tmp_path / "patchkit"
+    (pkg / "stage").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "stage" / "__init__.py").write_text("from patchkit import two\n")
+    (pkg / "stage" / "leaf.py").write_text("x = 1\n")
+    (pkg / "two.py").write_text("from patchkit.stage import leaf\n")
+    assert cycles(graph(pkg)) == [["patchkit.stage", "patchkit.two"]]
+    (pkg / "stage" / "__init__.py").write_text("")
     assert cycles(graph(pkg)) == []
 
 

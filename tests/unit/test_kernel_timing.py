@@ -15,6 +15,7 @@ from patchkit import parsers
 from patchkit.measure import kernel
 from patchkit.measure.tool import Bins
 from patchkit.results import Bundle
+from patchkit.results.data.kernel import KernelData, TimingData
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "examples" / "h200"
@@ -49,9 +50,10 @@ def test_cases_regex_matches_exactly_the_cases_given():
 
 
 def test_runs_recorded_before_adaptive_rounds_replay_as_fixed_rounds():
-    assert kernel.Timing.from_data({"rounds": 3}) == kernel.Timing(min_rounds=3, max_rounds=3, max_seconds=0.0)
+    old = KernelData(rounds=3)
+    assert kernel.Timing.from_data(old) == kernel.Timing(min_rounds=3, max_rounds=3, max_seconds=0.0)
     t = kernel.Timing(min_rounds=2, max_rounds=7, max_noise=0.01, min_time_s=1.0, max_seconds=90.0, min_us=250000)
-    assert kernel.Timing.from_data({"rounds": 2, "timing": t.__dict__}) == t
+    assert kernel.Timing.from_data(KernelData(rounds=2, timing=TimingData(**t.__dict__))) == t
 
 
 def test_settled_cases_leave_the_later_rounds(tmp_path):
@@ -92,15 +94,15 @@ def test_the_time_cap_starts_no_new_round_once_every_case_has_its_minimum(tmp_pa
 
 def test_each_case_is_judged_once_with_its_coverage(tmp_path):
     step, _ = _replay(tmp_path, kernel.Timing(min_rounds=2, max_rounds=3, max_noise=0.005, min_time_s=0.0))
-    d = step.data
-    assert d["noise_floor"] == pytest.approx(max(abs(c["aa_ratio"] - 1) for c in d["cases"]))
-    for c in d["cases"]:
-        for lab, r in c["vs_base"].items():
-            n = len(c["variants"][lab]["samples_us"])
-            assert (r["n_ref"], r["n_new"]) == (len(c["variants"]["base"]["samples_us"]), n)
-            assert r["ci_low"] <= r["ratio"] <= r["ci_high"]
-            assert r["verdict"] in ("same", "faster", "slower", "ambiguous")
-            assert r["ci_level"] == pytest.approx({2: 1 - 2 / 6, 3: 0.9, 4: 1 - 2 / 70, 6: 1 - 2 * 19 / 924}[n])
+    d = KernelData.from_step(step)
+    assert d.noise_floor == pytest.approx(max(abs(c.aa_ratio - 1) for c in d.cases))
+    for c in d.cases:
+        for lab, r in c.vs_base.items():
+            n = len(c.variants[lab].samples_us)
+            assert (r.n_ref, r.n_new) == (len(c.variants["base"].samples_us), n)
+            assert r.ci_low <= r.ratio <= r.ci_high
+            assert r.verdict in ("same", "faster", "slower", "ambiguous")
+            assert r.ci_level == pytest.approx({2: 1 - 2 / 6, 3: 0.9, 4: 1 - 2 / 70, 6: 1 - 2 * 19 / 924}[n])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from patchkit import report
+from patchkit.compare import occupancy_predict as pred
 from patchkit.measure import occupancy as occ_step
 from patchkit.measure import resources
 from patchkit.parsers import ncu as parsers_ncu
 from patchkit.report import occupancy as occ_report
-from patchkit.report import occupancy_predict as pred
 from patchkit.results import Bundle
 from patchkit.run import replay
 from tests.unit.test_report import section, tables

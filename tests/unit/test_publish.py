@@ -1,4 +1,4 @@
-"""patchkit.report.publish and `patchkit pr` against a real local HTTP server (http.server on 127.0.0.1, port 0)
+"""patchkit.cli.publish and `patchkit pr` against a real local HTTP server (http.server on 127.0.0.1, port 0)
 standing in for GitHub's REST API: it holds one pull request (GET answers it, PATCH changes its body) and
 records every request. patchkit never opens a PR (no POST, ever), and replaces a body only after the diff
 was shown and confirmed (a terminal's "y", or --confirm with that diff's digest). The CLI runs through
@@ -23,8 +23,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from patchkit.cli import main
+from patchkit.cli.publish import BodyChange, digest, pr_main, render_diff, split_title
 from patchkit.errors import PatchkitError
-from patchkit.report.publish import BodyChange, digest, pr_main, render_diff, split_title
 
 TOKEN = "ghp_TESTTOKEN_0123456789abcdefSECRET"
 REPO = "me/llama.cpp"

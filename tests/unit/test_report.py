@@ -26,8 +26,8 @@ import pytest
 
 import patchkit.report.plot as plot
 from patchkit import options, parsers, report
-from patchkit.errors import ReportError
-from patchkit.measure import stats
+from patchkit.errors import ReportError, ResultsError
+from patchkit.measure import kernel, stats
 from patchkit.report import SECTIONS
 from patchkit.report.fmt import FORMATS, NOT_PROVIDED
 from patchkit.report.prose import reflow
@@ -100,36 +100,15 @@ def kernel_step(
                     ins,
                 )
             )
-    # recompute from the logs, as patchkit.run does
-    got: dict[str, dict[str, list[float]]] = {}
+    # judged from the logs by the step's own code (patchkit.measure.kernel.judge), as patchkit.run does
+    got: dict[str, kernel.Case] = {}
     for lg in logs:
         lab = lg.split("-", 2)[2][: -len(".log")].replace("_aa", "#")
         for rec in parsers.parse_perf_sql((root / lg).read_text(), lg):
-            got.setdefault(rec.op_params, {}).setdefault(lab, []).append(rec.time_us)
-    cases, aa = [], []
-    for p, by in got.items():
-        nbytes = stats.op_bytes("FLASH_ATTN_EXT", p)
-        vs = {}
-        for lab, xs in by.items():
-            s = stats.summarize(xs)
-            gbs = nbytes / (s.median * 1e-6) / 1e9 if nbytes else None
-            vs[lab] = {
-                "samples_us": xs,
-                **s.to_dict(),
-                "gbs": gbs,
-                "pct_peak": 100 * gbs / peak if gbs and peak else None,
-            }
-        aa_ratio = stats.ratio(by["base"], by["base#2"]).ratio if "base#2" in by else None
-        if aa_ratio is not None:
-            aa.append(aa_ratio)
-        cases.append({"params": p, "bytes": nbytes, "variants": vs, "aa_ratio": aa_ratio})
-    floor = stats.noise_floor(aa)
-    for c in cases:
-        c["vs_base"] = {}
-        for lab, xs in got[c["params"]].items():
-            if lab != "base":
-                rr = stats.ratio(got[c["params"]]["base"], xs)
-                c["vs_base"][lab] = {**rr.to_dict(), "verdict": stats.verdict(rr, floor)}
+            got.setdefault(rec.op_params, kernel.Case(params=rec.op_params)).add(lab, rec)
+    for c in got.values():
+        c.rounds, c.stop = rounds, kernel.MAX_ROUNDS
+    cases, floor = kernel.judge(got, "FLASH_ATTN_EXT", "base", "base#2", peak)
     return {
         "name": "bench:kernel",
         "status": "ok",
@@ -145,7 +124,7 @@ def kernel_step(
             "backend": backend,
             "peak_bw_gbs": peak,
             "labels": labels,
-            "cases": cases,
+            "cases": [c.to_dict() for c in cases],
             "noise_floor": floor,
         },
     }
@@ -1389,7 +1368,13 @@ def test_malformed_step_data_is_a_report_error(tmp_path):
     data = json.loads((p / "results.json").read_text())
     del data["steps"]["bench:kernel"]["data"]["cases"][0]["variants"]["base"]["median"]
     (p / "results.json").write_text(json.dumps(data))
-    with pytest.raises(ReportError, match=r"bench:kernel case 0 variant base: missing 'median'"):
+    with pytest.raises(
+        ResultsError, match=r"step 'bench:kernel' data\.cases\[0\]\.variants\['base'\]: missing key 'median'"
+    ):
+        render(p)
+    data["steps"]["bench:kernel"]["data"]["cases"][0]["variants"]["base"]["median"] = "fast"
+    (p / "results.json").write_text(json.dumps(data))
+    with pytest.raises(ResultsError, match=r"variants\['base'\]\.median: expected a number, got str 'fast'"):
         render(p)
 
 

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from patchkit import report
-from patchkit.results import Bundle
-from patchkit.run import timeline
+from patchkit.results import Bundle, timeline
 from tests.unit.test_report import section, tables
 
 ROOT = Path(__file__).resolve().parents[2]

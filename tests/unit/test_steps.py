@@ -9,6 +9,7 @@ import pytest
 from patchkit import report
 from patchkit.cli import make_parser
 from patchkit.errors import OptionError
+from patchkit.results import timeline
 from patchkit.run import steps
 
 
@@ -21,6 +22,8 @@ def test_every_step_has_its_report_section_and_a_unique_name():
     # the report shows the steps in the registry's order (build first: every step needs it)
     order = [s for s in report.SECTIONS if s != "build"]
     assert order == [k.report_section for k in steps.STEPS]
+    # the timeline (patchkit.results.timeline, read by the report) knows the kinds that time kernels
+    assert set(timeline.TIMING_KINDS) == {k.name for k in steps.STEPS if k.timing}
 
 
 def test_every_kind_owns_its_whole_report_part():

@@ -1,4 +1,4 @@
-"""patchkit.run.timeline: the critical path and the lanes' busy time, from results.json's step times (a real
+"""patchkit.results.timeline: the critical path and the lanes' busy time, from results.json's step times (a real
 H200 run, examples/h200-fast/fresh, and a run shaped like one with the GPU steps beside each other)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from patchkit.run import timeline
+from patchkit.results import timeline
 
 FRESH = Path(__file__).resolve().parents[2] / "examples" / "h200-fast" / "fresh" / "results.json"
 T0 = "2026-12-02T10:00:00.000+00:00"

@@ -1,5 +1,5 @@
 """Route choice by upstream commit (issue 28): patchkit's table of llama-cpp-python sdists and the
-llama.cpp commit each vendors (patchkit.source.vendored), a recipe that names its base by upstream commit
+llama.cpp commit each vendors (patchkit.vendored), a recipe that names its base by upstream commit
 alone, and newest-base's route for a commit. No network: the table is the recorded one, and a base
 record in the cache stands in for a downloaded sdist."""
 
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from patchkit import vendored
 from patchkit.errors import RecipeError
 from patchkit.maintain import bases
 from patchkit.recipe import load_recipe, parse_recipe
-from patchkit.source import vendored
 from patchkit.workspace import Workspace
 from tests.conftest import patchkit_main
 
@@ -111,7 +111,7 @@ def test_newest_base_takes_the_sdist_route_for_a_commit_the_table_knows(tmp_path
     base, prov = bases.resolve_base(recipe, bases.parse_onto(V35), ws, offline=True)
     assert base.route == "sdist" and base.sdist.version == "0.3.35" and base.sdist.sha256 == row.sha256
     assert base.upstream == f"ggml-org/llama.cpp@{V35}"
-    assert prov["sha256_from"] == "patchkit's table (patchkit/source/vendored.py)"
+    assert prov["sha256_from"] == "patchkit's table (patchkit/vendored.py)"
     assert prov["route_from"] == "patchkit's table: sdist:0.3.35 vendors it"
     # a commit the table does not know, and no URL: one line naming --git-url and the git route
     with pytest.raises(RecipeError, match=r"pass --git-url \(no llama-cpp-python sdist .*take the git route"):
