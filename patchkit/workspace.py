@@ -353,7 +353,9 @@ def work_folder(given: object = None, environ: Mapping[str, str] | None = None) 
     got = option_set.resolve_one(o, cli, os.environ if environ is None else environ)
     if got.source != "default":
         return str(got.value)
-    return str(project_work_folder(Path.cwd(), str(got.value)))
+    cwd = Path.cwd()
+    found = project_work_folder(cwd, str(got.value))
+    return str(got.value) if found == cwd / str(got.value) else str(found)
 
 
 def project_work_folder(cwd: Path, name: str = ".patchkit") -> Path:
