@@ -112,7 +112,7 @@ LLAMA_BENCH = Table(
 
 # The llama-bench of an older base writes other fields (use_mmap before load_mode, ...), and that base's own
 # compare-llama-bench.py joins on other keys: one schema per output format of the bases in patchkit's
-# vendored table (source/vendored.py), each from that base's llama-bench.cpp (test::get_fields,
+# vendored table (patchkit/vendored.py), each from that base's llama-bench.cpp (test::get_fields,
 # test::get_field_type) and scripts/compare-llama-bench.py (LLAMA_BENCH_KEY_PROPERTIES). A run's records
 # name their format by their fields (`llama_bench_table`); a field a base lacks is no column of its table.
 _LB_OLD_COMPARED = _words(

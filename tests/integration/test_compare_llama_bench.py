@@ -17,10 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import parsers, vcs
+from patchkit import parsers, vcs, vendored
 from patchkit.results import upstreamdb
 from patchkit.results.upstreamdb import LLAMA_BENCH, TEST_BACKEND_OPS
-from patchkit.source import vendored
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures" / "cpu"

@@ -10,13 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import vcs
+from patchkit import vcs, vendored
 from patchkit.cli import make_parser
 from patchkit.measure import tests as test_step
 from patchkit.options import Machine, resolve_run
 from patchkit.recipe import load_recipe
 from patchkit.run import steps
-from patchkit.source import vendored
 from patchkit.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[2]

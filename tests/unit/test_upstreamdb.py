@@ -18,11 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import parsers, vcs
+from patchkit import parsers, vcs, vendored
 from patchkit.errors import ResultsError
 from patchkit.results import upstreamdb
 from patchkit.results.upstreamdb import LLAMA_BENCH, TEST_BACKEND_OPS
-from patchkit.source import vendored
 from patchkit.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[2]

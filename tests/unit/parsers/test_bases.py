@@ -1,4 +1,4 @@
-"""Every base of patchkit's vendored table (source/vendored.py): the parsers, the usage-text check and the
+"""Every base of patchkit's vendored table (patchkit/vendored.py): the parsers, the usage-text check and the
 llama-bench.sqlite writer on the real output of THAT base's CPU tools (issue 34).
 
 Fixtures: tests/fixtures/bases/<version>/ (see its PROVENANCE.md): test-backend-ops --help, test mode and
@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import parsers
+from patchkit import parsers, vendored
 from patchkit.measure.tool import options_not_listed
 from patchkit.results import upstreamdb
-from patchkit.source import vendored
 
 ROOT = Path(__file__).resolve().parents[3]
 BASES = ROOT / "tests" / "fixtures" / "bases"
