@@ -10,6 +10,13 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
+# The test dependencies (pyproject's [test] and [ray] extras, and the cuBLAS headers of the nvcc compile
+# checks), installed when missing, so that this works on a fresh machine right after the README's first line.
+if ! python3 -c 'import pytest, tabulate, ray, scikit_build_core, nvidia.cu13' 2>/dev/null; then
+    echo "+ python3 -m pip install -q -e '.[test,ray]' 'nvidia-cublas==13.1.0.3'"
+    python3 -m pip install -q -e '.[test,ray]' 'nvidia-cublas==13.1.0.3' || exit 1
+fi
+
 tier() {  # name, pytest arguments
     local name=$1 start rc=0
     shift

@@ -136,7 +136,7 @@ def test_a_failing_render_says_so_in_one_line_and_the_run_goes_on(tmp_path, caps
 def test_the_timeline_keeps_the_time_to_the_kernel_verdict(tmp_path):
     """pipeline.run's timeline meta carries to_kernel_verdict_s; the summary's wall-time line says both."""
     from patchkit.report.summary import _timeline_lines
-    from patchkit.run import timeline
+    from patchkit.results import timeline
 
     data = json.loads((EXAMPLE / "results.json").read_text())
     data["timeline"]["to_kernel_verdict_s"] = 151.7
@@ -144,7 +144,7 @@ def test_the_timeline_keeps_the_time_to_the_kernel_verdict(tmp_path):
     assert tl["to_kernel_verdict_s"] == 151.7
 
     class H:
-        gpu, timeline = "NVIDIA H200", tl
+        gpu, timeline, env = "NVIDIA H200", tl, {"gpu": "NVIDIA H200"}
 
     class Ev:
         hardware, multi = [H()], False

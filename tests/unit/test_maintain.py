@@ -18,6 +18,7 @@ from patchkit.maintain import bases, rebase, recipe_edit, trial
 from patchkit.parsers.patch import parse_hunks, split_hunks
 from patchkit.recipe import Base, GitBase, Patch, SdistBase, parse_recipe
 from patchkit.workspace import Workspace
+from tests.conftest import patchkit_main
 
 ROOT = Path(__file__).resolve().parents[2]
 SHA_A = "a" * 40
@@ -554,11 +555,10 @@ def test_newest_base_recommends_the_newest_base_that_does_not_contain_the_series
     data = json.loads(res.path.read_text())
     assert data["newest"] == a and [c["contains"] for c in data["candidates"]] == [None, "part", "series"]
     # the command line says it, and with only bases that contain the PR there is no answer (exit 1)
-    rc = cli_maintain.NewestBase()
-    p = argparse.ArgumentParser()
-    rc.add_arguments(p)
-    args = p.parse_args(["-r", str(recipe_file), "--work", str(ws.root), "--offline", "--candidates", a1, a12])
-    assert rc.run(args) == 1
-    out = capsys.readouterr().out
+    ran = patchkit_main(
+        "newest-base", "-r", str(recipe_file), "--work", str(ws.root), "--offline", "--candidates", a1, a12
+    )
+    assert ran.returncode == 1, ran.stderr
+    out = ran.stdout
     assert f"{a1}: already contains part of the series (upstream: 0001); not a base to measure it on" in out
     assert "newest base: none of the 2 candidates takes the whole series as a change" in out

@@ -17,6 +17,7 @@ import pytest
 from patchkit import cli, proc
 from patchkit.measure.tool import failure_with_tail
 from patchkit.parsers.devices import Device, devices_run
+from patchkit.results.upgrade import FORMAT
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = ROOT / "examples" / "h200"
@@ -141,7 +142,7 @@ def test_a_step_of_an_unknown_format_is_one_line(tmp_path, fmt):
     assert (rc, err) == (
         2,
         f"patchkit: error: {run / 'results.json'}: step 'test:flash_attn' has \"format\": {json.dumps(fmt)}, "
-        "not a format patchkit writes (a whole number from 1; today's is 2): the file was edited or damaged\n",
+        f"not a format patchkit writes (a whole number from 1; today's is {FORMAT}): the file was edited or damaged\n",
     )
     assert not (tmp_path / "r.md").exists()
 
