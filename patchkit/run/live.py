@@ -18,7 +18,7 @@ import threading
 import time
 from pathlib import Path
 
-from patchkit.results import Bundle, Step
+from patchkit.results import Bundle, Status, Step
 
 REPORT_MD, REPORT_JSON = "report.md", "report.json"
 VERDICT_STEPS = {"bench:kernel": "kernel time ratio", "bench:decode": "decode t/s ratio", "numerics": "numerics"}
@@ -96,7 +96,8 @@ def write_reports(run: Path, names: list[str]) -> list[str]:
     from patchkit.report.summary import step_verdicts
     from patchkit.workspace import write_atomic
 
-    ev = evidence([Bundle.open(run)])
+    bundle = Bundle.open(run)
+    ev = evidence([bundle])
     png = decode_png(ev) if "bench:decode" in names or not (run / PLOT_FILE).is_file() else None
     if png is not None:
         write_atomic(run / PLOT_FILE, png)
@@ -106,6 +107,9 @@ def write_reports(run: Path, names: list[str]) -> list[str]:
     write_atomic(run / REPORT_JSON, ev.to_json())
     out = []
     for name in names:
+        step = bundle.step(name)
+        if step is None or step.status not in (Status.OK, Status.FAIL):  # a step not run said why already
+            continue
         column = VERDICT_STEPS.get(name) or ("tests" if name.startswith("test:") else "")
         out += [f"[{name}] verdict: {line}" for line in step_verdicts(ev, column)] if column else []
     return out
