@@ -72,8 +72,11 @@ def ubatch_series(ev: Evidence) -> list[dict[str, Any]]:
     return out
 
 
-def speedup_png(series: list[dict[str, Any]], *, title: str = "Prompt processing speedup by micro-batch") -> bytes:
-    """Speedup (variant / base t/s, its interval as error bars) against the micro-batch size, log2 axis."""
+def _errorbar_png(
+    series: list[dict[str, Any]], x: str, *, xlabel: str, ylabel: str, title: str, speedup: bool
+) -> bytes:
+    """One PNG of median-with-interval lines, one per series, against `x` (deterministic bytes).
+    `speedup`: a ratio plot (a line at 1, a log2 x axis); else t/s from 0."""
     import matplotlib
     import matplotlib.style
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -89,44 +92,42 @@ def speedup_png(series: list[dict[str, Any]], *, title: str = "Prompt processing
         for s in series:
             lo = [max(m - a, 0.0) for m, a in zip(s["median"], s["ci_low"])]
             hi = [max(b - m, 0.0) for m, b in zip(s["median"], s["ci_high"])]
-            ax.errorbar(s["ubatch"], s["median"], yerr=[lo, hi], marker="o", capsize=3, label=s["label"])
-        ax.axhline(1.0, color="grey", linewidth=0.8)
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("micro-batch size (llama-bench -ub)")
-        ax.set_ylabel("speedup vs base (t/s ratio, interval)")
+            ax.errorbar(s[x], s["median"], yerr=[lo, hi], marker="o", capsize=3, label=s["label"])
+        if speedup:
+            ax.axhline(1.0, color="grey", linewidth=0.8)
+            ax.set_xscale("log", base=2)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
         ax.set_title(title)
         ax.grid(True, alpha=0.3)
+        if not speedup:
+            ax.set_ylim(bottom=0)
         ax.legend(fontsize="small")
         fig.tight_layout()
         buf = io.BytesIO()
         fig.savefig(buf, format="png", metadata={"Software": None})
     return buf.getvalue()
+
+
+def speedup_png(series: list[dict[str, Any]], *, title: str = "Prompt processing speedup by micro-batch") -> bytes:
+    """Speedup (variant / base t/s, its interval as error bars) against the micro-batch size, log2 axis."""
+    return _errorbar_png(
+        series,
+        "ubatch",
+        xlabel="micro-batch size (llama-bench -ub)",
+        ylabel="speedup vs base (t/s ratio, interval)",
+        title=title,
+        speedup=True,
+    )
 
 
 def decode_png(series: list[dict[str, Any]], *, title: str = "Decode throughput by depth") -> bytes:
-    import matplotlib
-    import matplotlib.style
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    with (
-        matplotlib.style.context("default"),
-        matplotlib.rc_context({"svg.hashsalt": "patchkit", "path.simplify": True}),
-    ):
-        fig = Figure(figsize=(7.0, 4.2), dpi=100)
-        FigureCanvasAgg(fig)
-        ax = fig.add_subplot()
-        for s in series:
-            lo = [max(m - a, 0.0) for m, a in zip(s["median"], s["ci_low"])]
-            hi = [max(b - m, 0.0) for m, b in zip(s["median"], s["ci_high"])]
-            ax.errorbar(s["depth"], s["median"], yerr=[lo, hi], marker="o", capsize=3, label=s["label"])
-        ax.set_xlabel("depth (tokens in the KV cache)")
-        ax.set_ylabel("decode t/s (median, 95 % interval)")
-        ax.set_title(title)
-        ax.grid(True, alpha=0.3)
-        ax.set_ylim(bottom=0)
-        ax.legend(fontsize="small")
-        fig.tight_layout()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", metadata={"Software": None})
-    return buf.getvalue()
+    """Decode t/s (median, interval) against the depth, one line per variant and configuration."""
+    return _errorbar_png(
+        series,
+        "depth",
+        xlabel="depth (tokens in the KV cache)",
+        ylabel="decode t/s (median, 95 % interval)",
+        title=title,
+        speedup=False,
+    )
