@@ -60,9 +60,11 @@ def _base_script(sdist: Path, dest: Path) -> Path:
 
 
 def test_the_run_exits_0_on_the_vendored_0_3_34_commit(older_run):
-    r, fresh, _, steps, _ = older_run
+    r, fresh, run, steps, _ = older_run
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    info = json.loads(fresh.base_meta("sdist-llama-cpp-python-0.3.34").read_text())
+    key = json.loads((run / "results.json").read_text())["base"]["key"]  # keyed by content (issue 34)
+    assert key.startswith("sdist-llama-cpp-python-0.3.34-"), key
+    info = json.loads(fresh.base_meta(key).read_text())
     assert info["commit"] == V34 and info["upstream_verified"] is True, info
     for name in ("build:cpu", "test:flash_attn", "bench:decode"):
         assert steps[name]["status"] == "ok", steps[name]
