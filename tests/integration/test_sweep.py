@@ -9,9 +9,6 @@ this process, as patchkit.cli.main runs it."""
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import io
 import json
 import shutil
 import time
@@ -20,8 +17,7 @@ from pathlib import Path
 import pytest
 
 from patchkit import vcs
-from patchkit.cli.sweep import Sweep
-from patchkit.errors import PatchkitError
+from tests.conftest import patchkit_main
 
 ROOT = Path(__file__).resolve().parents[2]
 NAME = "ci-check"
@@ -47,17 +43,9 @@ pytestmark = pytest.mark.skipif(
 
 
 def sweep(*argv: str) -> tuple[int, str, str]:
-    """(exit status, stdout, stderr) of `patchkit sweep ARGV`, as patchkit.cli.main runs a command."""
-    p = argparse.ArgumentParser(prog="patchkit sweep")
-    Sweep().add_arguments(p)
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = Sweep().run(p.parse_args(list(argv)))
-        except PatchkitError as e:
-            print(f"patchkit: error: {e}", file=err)
-            rc = e.exit_code
-    return rc, out.getvalue(), err.getvalue()
+    """(exit status, stdout, stderr) of `patchkit sweep ARGV` through patchkit.cli.main, in this process."""
+    r = patchkit_main("sweep", *argv)
+    return r.returncode, r.stdout, r.stderr
 
 
 def snapshot(folder: Path) -> dict[str, tuple[int, bytes]]:
