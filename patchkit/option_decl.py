@@ -1,8 +1,10 @@
 """What a setting is (`Option`), what it resolved to (`Value`) and how a raw value becomes one of its
-type (`convert`): the declaration machinery of patchkit.option_set, whose table declares every setting."""
+type (`convert`), and the chain of one setting (`resolve_one`): the declaration machinery of
+patchkit.option_set, whose table declares every setting."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from patchkit.errors import OptionError
@@ -88,3 +90,52 @@ def convert(o: Option, v: object, what: str = "") -> object:
             raise OptionError(f"{what}: expected a value, got {v!r}")
         return tuple(_int(x, what) for x in out) if o.type == "ints" else tuple(str(x) for x in out if x != "")
     return "" if v is None else str(v)
+
+
+def _attr(obj: object, path: str) -> object:
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _from_recipe(o: Option, recipe: object) -> tuple[bool, object]:
+    """(whether the recipe gives `o` a value, the value): a key the file wrote, 0 and empty values too; in a
+    recipe made or changed in code (no record of the keys written), a value other than the declared default."""
+    if not o.recipe or recipe is None:
+        return False, None
+    v = _attr(recipe, o.recipe)
+    keys = getattr(recipe, "keys", None)
+    return (keys is not None and o.key in keys) or v != o.default, v
+
+
+def resolve_one(
+    o: Option,
+    cli: Mapping[str, object],
+    environ: Mapping[str, str],
+    *,
+    recipe: object = None,
+    profile: object = None,
+    default: tuple[object, str] | None = None,
+) -> Value:
+    """The chain of one setting: its default (or `default`, a (value, reason) the machine gives) < the
+    recipe (its [profile.<backend>] over its plain key) < the environment < the command line; the source
+    is the highest layer that gave a value. A layer gives one when it has the setting at all: `cli` holds
+    only what was typed (the parser is sparse: patchkit.cli.base.typed), a variable set to '' is set, and
+    0, '' and false are values wherever they come from."""
+    value, why = default if default is not None else (o.default, "default")
+    got = Value(value, "default", why)
+    has, v = _from_recipe(o, recipe)
+    if has:
+        got = Value(v, "recipe", o.key)
+    if o.profile and profile is not None and getattr(profile, o.profile) is not None:
+        got = Value(getattr(profile, o.profile), "recipe", f"profile.{o.profile}")
+    if o.env and o.env in environ:
+        raw = environ[o.env]
+        got = Value(convert(o, raw if o.type not in ("ints", "strs") else (raw,), o.label), "environment", o.env)
+    if o.arg and o.arg in cli:
+        v = cli[o.arg] if o.action != "store_false" else False
+        if o.adds:
+            v = tuple(got.value) + tuple(v)  # type: ignore[arg-type]
+        got = Value(v, "command line", "command line")
+    what = o.key if got.source == "recipe" and o.key else o.label
+    return Value(convert(o, got.value, what), got.source, got.why)

@@ -5,7 +5,8 @@ itself: `recipe`, `work`, `executor`), its command-line flag, its environment va
 its default and its help. From this one table the command line's argparse arguments are generated
 (`patchkit.cli.base.add_options`), the settings are resolved (`resolve`: default < recipe <
 environment < command line, each value with its source) and `patchkit run --show-options` prints
-them (Option, Value and convert: patchkit.option_decl). Nothing here imports another patchkit module but
+them (Option, Value, convert and the chain of one setting, `resolve_one`: patchkit.option_decl).
+Nothing here imports another patchkit module but
 the backend table and the declarations: the recipe's dataclasses and the
 timing runners take their defaults from here (`default`).
 
@@ -23,56 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from patchkit import backends
-from patchkit.option_decl import SOURCES, Option, Value, convert  # noqa: F401  (the table's API)
-
-
-def _attr(obj: object, path: str) -> object:
-    for part in path.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-def _from_recipe(o: Option, recipe: object) -> tuple[bool, object]:
-    """(whether the recipe gives `o` a value, the value): a key the file wrote, 0 and empty values too; in a
-    recipe made or changed in code (no record of the keys written), a value other than the declared default."""
-    if not o.recipe or recipe is None:
-        return False, None
-    v = _attr(recipe, o.recipe)
-    keys = getattr(recipe, "keys", None)
-    return (keys is not None and o.key in keys) or v != o.default, v
-
-
-def resolve_one(
-    o: Option,
-    cli: Mapping[str, object],
-    environ: Mapping[str, str],
-    *,
-    recipe: object = None,
-    profile: object = None,
-    default: tuple[object, str] | None = None,
-) -> Value:
-    """The chain of one setting: its default (or `default`, a (value, reason) the machine gives) < the
-    recipe (its [profile.<backend>] over its plain key) < the environment < the command line; the source
-    is the highest layer that gave a value. A layer gives one when it has the setting at all: `cli` holds
-    only what was typed (the parser is sparse: patchkit.cli.base.typed), a variable set to '' is set, and
-    0, '' and false are values wherever they come from."""
-    value, why = default if default is not None else (o.default, "default")
-    got = Value(value, "default", why)
-    has, v = _from_recipe(o, recipe)
-    if has:
-        got = Value(v, "recipe", o.key)
-    if o.profile and profile is not None and getattr(profile, o.profile) is not None:
-        got = Value(getattr(profile, o.profile), "recipe", f"profile.{o.profile}")
-    if o.env and o.env in environ:
-        raw = environ[o.env]
-        got = Value(convert(o, raw if o.type not in ("ints", "strs") else (raw,), o.label), "environment", o.env)
-    if o.arg and o.arg in cli:
-        v = cli[o.arg] if o.action != "store_false" else False
-        if o.adds:
-            v = tuple(got.value) + tuple(v)  # type: ignore[arg-type]
-        got = Value(v, "command line", "command line")
-    what = o.key if got.source == "recipe" and o.key else o.label
-    return Value(convert(o, got.value, what), got.source, got.why)
+from patchkit.option_decl import SOURCES, Option, Value, convert, resolve_one  # noqa: F401  (the table's API)
 
 
 def resolve(
