@@ -8,8 +8,9 @@
 # (scripts/manual_loop.py). Leaves the tree as it found it (the row edited back, rebuilt by the next run).
 set -ux
 cd "$(dirname "$0")/.."
-root=.patchkit/builds/seed-fattn/cuda-90
-warm=.patchkit/runs/seed-fattn/${1:-warm}
+work=${PATCHKIT_WORK:-.patchkit}
+root=$work/builds/seed-fattn/cuda-90
+warm=$work/runs/seed-fattn/${1:-warm}
 file=ggml/src/ggml-cuda/fattn-mma-f16.cuh
 row='GGML_CUDA_FATTN_MMA_CONFIG_CASE(256, 256,  8,  64, 4,  32, 128, 128, 128'
 cases=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['scope']['params'])" "$warm/results.json")
@@ -23,7 +24,7 @@ log=${OUT:-.}/manual-loop.log
     "$root/bin/base/test-backend-ops" perf -o FLASH_ATTN_EXT -b CUDA0 -p "$cases"
     "$root/build/bin/test-backend-ops" perf -o FLASH_ATTN_EXT -b CUDA0 -p "$cases"
     t2=$(date +%s.%N)
-    echo "manual loop: build_s $(echo "$t1 - $t0" | bc) perf_s $(echo "$t2 - $t1" | bc) total_s $(echo "$t2 - $t0" | bc)"
+    python3 -c "import sys; t0, t1, t2 = map(float, sys.argv[1:]); print(f'manual loop: build_s {t1 - t0:.1f} perf_s {t2 - t1:.1f} total_s {t2 - t0:.1f}')" "$t0" "$t1" "$t2"
     git -C "$root/tree" checkout -- "$file"
 } 2>&1 | tee "$log"
 python3 scripts/manual_loop.py "$log" "$warm/results.json" | tee -a "$log"
