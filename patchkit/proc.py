@@ -216,10 +216,12 @@ class Hold:
 
     stopped: int = 0
     kept: int = 0
+    finished: int = 0  # processes that may not be stopped midway (`unstoppable`): waited for until they ended
 
 
 _held: dict[str, Hold] = {}
 _running: dict[int, str] = {}  # session (the program's pid) -> group ('' for none)
+_unstoppable: set[int] = set()  # sessions a hold waits for instead of stopping them (`unstoppable`)
 _interrupt: list[int] = []  # the signal that stopped this process's runs, once interrupt() was called
 
 
@@ -232,6 +234,19 @@ def group(name: str, nice: int = 0):
         yield
     finally:
         _local.group, _local.nice = old, old_nice
+
+
+@contextlib.contextmanager
+def unstoppable():
+    """Processes this thread starts inside are never stopped by a hold: the hold waits until they end (new
+    ones are still kept from starting). For a profiler (ncu) stopped in the middle of its replay: another
+    ncu started by the holder then waited for it for ever (examples/h200-partial-2026-12-05/warm)."""
+    old = getattr(_local, "unstoppable", False)
+    _local.unstoppable = True
+    try:
+        yield
+    finally:
+        _local.unstoppable = old
 
 
 def current_group() -> tuple[str, int]:
@@ -247,9 +262,15 @@ def held(name: str):
     with _hold:
         _held[name] = h
         for p, g in list(_running.items()):
-            if g == name:
+            if g == name and p not in _unstoppable:
                 signal_session(p, signal.SIGSTOP)
                 h.stopped += 1
+
+        def busy() -> set[int]:
+            return {p for p, g in _running.items() if g == name and p in _unstoppable}
+
+        h.finished = len(busy())
+        _hold.wait_for(lambda: not busy() or bool(_interrupt))
     try:
         yield h
     finally:
@@ -323,7 +344,9 @@ def _started(pid: int) -> None:
     name = getattr(_local, "group", "")
     with _hold:
         _running[pid] = name
-        if name and name in _held:  # held between the wait and the start
+        if getattr(_local, "unstoppable", False):
+            _unstoppable.add(pid)
+        if name and name in _held:  # held between the wait and the start (it has not begun its work yet)
             signal_session(pid, signal.SIGSTOP)
             _held[name].stopped += 1
     if _dog and _dog[0] == os.getpid():
@@ -333,6 +356,8 @@ def _started(pid: int) -> None:
 def _ended(pid: int) -> None:
     with _hold:
         _running.pop(pid, None)
+        _unstoppable.discard(pid)
+        _hold.notify_all()  # a hold waiting for an unstoppable process
     if _dog and _dog[0] == os.getpid():
         _write(_dog[2], -pid)
 

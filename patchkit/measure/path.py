@@ -107,9 +107,10 @@ def run_kernel_path(
         per: dict[str, list[dict]] = {}
         for b in bins:
             argv = _ncu_argv(b, backend, op, p, launch_count)
-            launches = _case_launches(
-                bundle, b, i, argv, cache=cache, reused=reused, logs=logs, errors=errors, timeout=timeout
-            )
+            with proc.unstoppable():  # a hold waits for this ncu to end: stopped midway, it blocked the next ncu
+                launches = _case_launches(
+                    bundle, b, i, argv, cache=cache, reused=reused, logs=logs, errors=errors, timeout=timeout
+                )
             if launches is None:
                 continue
             per[b.variant] = [

@@ -235,9 +235,11 @@ class BuildLane:
         if not any(s.status != Status.NOT_RUN for s in ran):  # not run, or done earlier: it timed nothing
             return
         for what, x in (("CPU lane", h), ("other GPU steps", g)):
-            if x.stopped or x.kept:
+            if x.stopped or x.kept or x.finished:
+                waited = f", {x.finished} let finish first (ncu)" if x.finished else ""
                 print(
                     f"[{name}] {what} held while it timed: {x.stopped} process(es) stopped, {x.kept} kept from starting"
+                    + waited
                 )
 
     # --- CPU steps

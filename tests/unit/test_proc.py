@@ -98,3 +98,38 @@ def test_a_group_may_run_its_processes_nicer():
     plain = int(proc.run(prog, echo=False).stdout)
     assert (low, plain) == (min(mine + 7, 19), mine)
     assert proc.current_group() == ("", 0)
+
+
+def test_a_hold_waits_for_an_unstoppable_process_and_never_stops_it(tmp_path):
+    """bench:path's ncu stopped midway by bench:occupancy's hold blocked occupancy's own ncu for good on the
+    H200 (examples/h200-partial-2026-12-05/warm): a process started inside proc.unstoppable() is waited for."""
+    import itertools
+    import re
+    import threading
+    import time as _time
+
+    # 25 ticks 20 ms apart; after its second tick it says so in a file of its own
+    tick = (
+        "import pathlib, sys, time\nfor i in range(25):\n    print(time.time(), flush=True)\n"
+        "    i == 1 and pathlib.Path(sys.argv[1]).write_text('ticking')\n    time.sleep(0.02)\n"
+    )
+    log = tmp_path / "ncu.log"
+
+    def start():
+        with proc.group("g"), proc.unstoppable():
+            proc.run([sys.executable, "-c", tick, str(log) + ".ticking"], log=log, echo=False)
+
+    a = threading.Thread(target=start)
+    a.start()
+    deadline = _time.monotonic() + 60
+    while not (tmp_path / "ncu.log.ticking").exists():
+        assert _time.monotonic() < deadline, "the program never ticked"
+        _time.sleep(0.01)
+    with proc.held("g") as h:
+        entered = _time.time()
+    a.join(10)
+    ticks = [float(x) for x in log.read_text().splitlines() if re.fullmatch(r"\d+\.\d+", x)]
+    assert (h.stopped, h.finished) == (0, 1)
+    assert len(ticks) == 25
+    assert max(y - x for x, y in itertools.pairwise(ticks)) < 0.5  # never stopped
+    assert entered >= ticks[-1]  # the hold began only after it ended
