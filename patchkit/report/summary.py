@@ -105,17 +105,34 @@ def step_verdicts(ev: Evidence, column: str) -> list[str]:
     the live report's print when a step is stored (patchkit.run.live); [] when no patch has a result in it."""
     rows, _ = _patch_rows(ev, ev.multi)
     lead = 3 if ev.multi else 2  # [GPU,] patch, change
-    out = []
+    out, answered = [], False
     for r in rows:
         cells = r[lead:]
-        cell = cells[0] if cells[0].startswith("not measured") else cells[COLUMNS.index(column)]
+        cell = cells[COLUMNS.index(column)]
+        if cell == DASH and cells[0].startswith("not measured"):  # the row's reason stands in the first column
+            cell = cells[0]
         if cell not in (DASH, "not run"):
             out.append(": ".join([*r[: lead - 2], r[lead - 2].strip("`"), cell]))
+            answered = answered or not cell.startswith("not measured")
+    if not answered and column in COLUMNS[:2]:  # --changed: a patch's own reference was not timed (unchanged)
+        for pre, last, k, d in _series_counts(ev, ev.multi):
+            counts = k if column == COLUMNS[0] else d
+            if counts:
+                out.append(f"{pre}whole series (base {ARROW} {last}): {verdict_counts(counts)}")
     return out
 
 
 def _series(ev: Evidence, multi: bool) -> list[str]:
     """The whole series against base (only when it has several PR patches)."""
+    return [
+        pre + f"Whole series (`base` {ARROW} {code(last)}): kernel {verdict_counts(k)}; decode {verdict_counts(d)}."
+        for pre, last, k, d in _series_counts(ev, multi)
+    ]
+
+
+def _series_counts(ev: Evidence, multi: bool) -> list[tuple[str, str, list, list]]:
+    """Per run with a result: (the run's prefix, the series' end, kernel (verdict, ratio)s, decode ones) of the
+    whole series against base; [] with fewer than two PR patches."""
     pr = [p for p in ev.patches if not p.local]
     if len(pr) < 2:
         return []
@@ -127,11 +144,7 @@ def _series(ev: Evidence, multi: bool) -> list[str]:
         k = [(c.vs_base[last].verdict, c.vs_base[last].ratio) for c in ke.cases if last in c.vs_base] if ke else []
         d = [(x.ratio.verdict, x.ratio.ratio) for x in de.rows if x.variant == last and x.ratio] if de else []
         if k or d:
-            pre = f"{run.gpu}: " if multi else ""
-            out.append(
-                pre + f"Whole series (`base` {ARROW} {code(last)}): kernel {verdict_counts(k)}; "
-                f"decode {verdict_counts(d)}."
-            )
+            out.append((f"{run.gpu}: " if multi else "", last, k, d))
     return out
 
 

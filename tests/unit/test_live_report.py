@@ -177,3 +177,17 @@ def test_the_warm_loop_runs_the_affected_tests_between_the_kernel_verdict_and_de
     assert kernel[1] <= dec[0]
     assert (dec[0] >= test[1]) is changed
     assert {k.name for k in steps.STEPS if "test" in k.warm_after} == {"bench:occupancy", "bench:decode"}
+
+
+def test_a_warm_runs_verdict_lines_give_the_whole_series_when_no_patch_has_its_reference(tmp_path):
+    """The H200 warm loop of 2026-12-05 (--changed after a row edit of 0002): +0001 unchanged, so not timed,
+    and both patches' own kernel comparisons were 'not measured'; the verdict lines said only that, and the
+    tests line said 'not measured' beside 145/145 passed. Now the whole series' comparison is the answer."""
+    run = tmp_path / "warm"
+    shutil.copytree(Path(__file__).parents[2] / "examples/h200-partial-2026-12-05/warm", run)
+    lines = live.write_reports(run, ["bench:kernel", "test:flash_attn"])
+    assert "[bench:kernel] verdict: 0002: not measured" in lines
+    series = [ln for ln in lines if ln.startswith("[bench:kernel] verdict: whole series (base -> +0001+0002): ")]
+    assert len(series) == 1 and "2 faster (0.698-0.821)" in series[0] and "6 slower" in series[0]
+    assert "[test:flash_attn] verdict: 0002: 145/145 passed" in lines
+    assert not any(ln.startswith("[test:flash_attn] verdict: 0001") for ln in lines)  # not run there: no line
