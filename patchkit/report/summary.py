@@ -231,13 +231,13 @@ def _timeline_lines(ev: Evidence) -> list[str]:
         path = f" {ARROW} ".join(f"{c['step']} {c['seconds']:.0f} s" for c in tl["critical_path"])
         b = tl.get("busy_s", {})
         busy = f"CPU lane {b.get('cpu', 0):.0f} s, {gpu} lane {b.get('gpu', 0):.0f} s past the builds"
+        verdict = f", the kernel verdict at {v:.0f} s" if (v := tl.get("to_kernel_verdict_s")) else ""
         if tl.get("finished") is False:
             out.append(
-                f"{who}The run did not finish: its recorded steps span {tl['wall_s']:.0f} s ({busy}); "
+                f"{who}The run did not finish: its recorded steps span {tl['wall_s']:.0f} s{verdict} ({busy}); "
                 f"critical path of the recorded steps: {path} (`timeline.png`)."
             )
             continue
-        verdict = f", the kernel verdict at {v:.0f} s" if (v := tl.get("to_kernel_verdict_s")) else ""
         out.append(
             f"{who}Wall time {tl['wall_s']:.0f} s{verdict} ({busy}; {beside}); critical path: {path} (`timeline.png`)."
         )

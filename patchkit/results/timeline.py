@@ -99,6 +99,10 @@ def critical_path(sp: list[Span]) -> list[Span]:
     return list(reversed(path))
 
 
+def _to_kernel_verdict(results: dict[str, Any]) -> float | None:
+    return results.get("timeline", {}).get("to_kernel_verdict_s") or (results.get("verdict_s") or {}).get("bench:kernel")
+
+
 def summary(results: dict[str, Any]) -> dict[str, Any]:
     """Wall time, busy time per lane, and the critical path, for the report."""
     sp = spans(results)
@@ -114,7 +118,8 @@ def summary(results: dict[str, Any]) -> dict[str, Any]:
         "overlap": results.get("timeline", {}).get("overlap"),
         "critical_path": _on_path(critical_path(sp)),
         "finished": "timeline" in results,  # a run that stopped early records no wall time
-        **({"to_kernel_verdict_s": v} if (v := results.get("timeline", {}).get("to_kernel_verdict_s")) else {}),
+        # a run that stopped early has no timeline: its live verdict times (patchkit.run.live) say it
+        **({"to_kernel_verdict_s": v} if (v := _to_kernel_verdict(results)) else {}),
         **({"earlier": done} if (done := earlier(results)) else {}),
     }
 
