@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from patchkit import parsers
 from patchkit.errors import ParseError, ResultsError
 from patchkit.measure import stats
-from patchkit.measure.clocks import Clocks
+from patchkit.measure.hooks import Around
 from patchkit.measure.tool import Bins, Built, missing_options, run_logged
 from patchkit.option_set import default
 from patchkit.options import RunOptions
@@ -27,7 +27,6 @@ from patchkit.progress import Progress
 from patchkit.results import Bundle, Status, Step, upstreamdb
 from patchkit.results.data import ABSENT
 from patchkit.results.data.kernel import (
-    ClocksData,
     KernelCase,
     KernelData,
     RatioVsBase,
@@ -137,10 +136,10 @@ class _Rounds:
     logs: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     runs: list = field(default_factory=list)  # (label, records) of every tool run: the upstream database
-    clocks: Clocks | None = None  # GPU clocks around each process (patchkit.measure.clocks)
+    hooks: Around | None = None  # measured around each process: GPU clocks, power (patchkit.measure.hooks)
 
     def __post_init__(self) -> None:
-        self.clocks = self.clocks or Clocks(self.bundle, "kernel")
+        self.hooks = self.hooks or Around(self.bundle, "kernel")
 
     def perf(self, name: str, argv: list, what: str, label: str) -> list:
         """One test-backend-ops process: its supported records. Its seconds are read as its raw log
@@ -174,9 +173,9 @@ class _Rounds:
         for label, b in order:
             bar.update(1, f"round {r} {label}" + (f", {len(open_)} cases open" if r > 1 else ""))
             name = f"perf-r{r}-{label.replace('#', '_aa')}"
-            before = self.clocks.sample(f"{name}-before")
+            self.hooks.enter(name)
             recs = self.perf(name, self.argv_of(b, pattern), f"{label} round {r}", label)
-            self.clocks.around(r, label, before, self.clocks.sample(f"{name}-after"))
+            self.hooks.exit(name, r, label)
             for rec in recs:
                 if r == 1:
                     self.cases.setdefault(rec.op_params, Case(params=rec.op_params))
@@ -305,7 +304,7 @@ def run_kernel_bench(
     )
     with contextlib.nullcontext() if bundle.replay else machine_lock(timing_lock(backend), "bench:kernel"):
         rounds_run = rounds.run("" if test_file else params)
-    cases, logs, errors = rounds.cases, rounds.logs + rounds.clocks.logs, rounds.errors
+    cases, logs, errors = rounds.cases, rounds.logs + rounds.hooks.logs, rounds.errors
     data = KernelData(
         op=op,
         params=params,
@@ -318,8 +317,8 @@ def run_kernel_bench(
         process_seconds=round(rounds.seconds, 1),
         confidence=stats.CONFIDENCE,
     )
-    if rounds.clocks.rounds or rounds.clocks.note:  # issue 27; runs before it have no clocks
-        data.clocks = ClocksData(**rounds.clocks.data())
+    if hooks := rounds.hooks.data():  # issue 35; runs before it stored "clocks" (issue 27) or nothing
+        data.hooks = hooks
     if not cases:
         return Step(
             name="bench:kernel",

@@ -1,0 +1,185 @@
+"""Hooks around timed processes (issue 35): the table, the clocks hook as before, GPU power.
+
+The power parser is tested on the real H200 samples committed in examples/h200-partial-2026-12-05 (the clock
+query's timestamp and power.draw at the start and end of each timed process, nvidia-smi 2026-12-05): the
+sampled form (`--query-gpu=timestamp,power.draw -lms 100`) was not seen on a GPU yet (no GPU here), so its
+lines are those two fields of the real lines, in nvidia-smi's documented csv form."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from patchkit import options, proc
+from patchkit.errors import ParseError
+from patchkit.measure import clocks, hooks, power
+from patchkit.parsers import nvidia_smi
+from patchkit.results import Bundle
+from patchkit.run import replay
+from tests.unit.test_report import render, section
+
+ROOT = Path(__file__).resolve().parents[2]
+H200 = ROOT / "examples" / "h200-partial-2026-12-05"
+CPU = ROOT / "tests" / "fixtures" / "cpu"
+
+
+def _clock_lines(run: str, glob: str) -> list[str]:
+    """The real clock query lines of a run's raw logs (command first, '# exit' last)."""
+    out = []
+    for p in sorted((H200 / run / "raw").glob(glob), key=lambda p: p.name.replace("-before", "-0")):
+        out += [ln for ln in p.read_text().splitlines() if ln and not ln.startswith(("$", "#"))]
+    return out
+
+
+def _as_power(lines: list[str]) -> str:
+    return "".join(f"{f[0]}, {f[5]}\n" for f in (ln.split(", ") for ln in lines))
+
+
+def test_the_power_parser_reads_the_real_h200_readings():
+    lines = _clock_lines("cold", "clocks-decode-r1-*")
+    assert len(lines) >= 8
+    want = nvidia_smi.parse_clocks_csv("\n".join(lines), "clocks")
+    got = nvidia_smi.parse_power_csv(_as_power(lines), "power")
+    assert [s.power_w for s in got] == [s.power_w for s in want] and all(w > 50 for w in [s.power_w for s in got])
+    assert [s.timestamp for s in got] == [s.timestamp for s in want]
+    h, m, sec = want[0].timestamp.split()[1].split(":")
+    assert got[0].seconds == pytest.approx(int(h) * 3600 + int(m) * 60 + float(sec))
+    # the sampler is ended by a signal: a last line cut short is dropped, any other bad line is refused
+    text = _as_power(lines[:3])
+    assert len(nvidia_smi.parse_power_csv(text + lines[3][:9], "cut")) == 3
+    with pytest.raises(ParseError, match=r"bad:2: nvidia-smi power query: expected 2 fields"):
+        nvidia_smi.parse_power_csv(text.replace("\n", "\n1980, 3201\n", 1), "bad")
+    assert nvidia_smi.parse_power_csv(f"{want[0].timestamp}, [N/A]\n", "na")[0].power_w is None
+
+
+def test_mean_max_and_energy_of_one_process_from_its_real_readings():
+    before, after = nvidia_smi.parse_power_csv(_as_power(_clock_lines("cold", "clocks-decode-r1-base-1-*")), "p")
+    got = power.reading([before, after])
+    dt = after.seconds - before.seconds
+    assert dt > 0 and got["samples"] == 2
+    assert got["mean_w"] == pytest.approx((before.power_w + after.power_w) / 2, abs=0.05)
+    assert got["max_w"] == max(before.power_w, after.power_w)
+    assert got["energy_j"] == pytest.approx(dt * (before.power_w + after.power_w) / 2, abs=0.05)
+    assert power.reading([before])["energy_j"] is None  # one reading: no interval to integrate
+
+
+def test_the_table_names_each_hook_once_and_old_runs_read_as_the_clocks_hook():
+    names = [k.name for k in hooks.HOOKS]
+    assert names == ["clocks", "power"] and len(set(names)) == len(names)
+    for k in hooks.HOOKS:
+        assert all(callable(getattr(k.make, m, None)) for m in ("enter", "exit", "data")), k.name
+        assert k.summary(None) == ""
+    old = json.loads((H200 / "cold" / "results.json").read_text())["steps"]["bench:kernel"]["data"]
+    assert "hooks" not in old and old["clocks"]["samples"]
+    assert hooks.stored(None, old["clocks"]) == {"clocks": old["clocks"]}
+    assert hooks.summaries(hooks.stored(None, old["clocks"])) == [clocks.summary(old["clocks"])]
+    assert hooks.stored({"power": {"runs": [], "note": "x"}}, old["clocks"]) == {"power": {"runs": [], "note": "x"}}
+
+
+class Fake:
+    """A hook added by a test: it counts the processes and their tokens."""
+
+    def __init__(self, bundle, step):
+        self.logs, self.seen, self.step = [], [], step
+
+    def enter(self, tag):
+        self.seen.append(("enter", tag))
+
+    def exit(self, tag, r, label, tokens=None):
+        self.seen.append(("exit", tag, r, label, tokens))
+
+    def data(self):
+        return {"processes": sum(1 for s in self.seen if s[0] == "exit"), "step": self.step} if self.seen else None
+
+
+def _fake_line(d):
+    return f"Fake hook: {d['processes']} processes of {d['step']}." if d else ""
+
+
+def test_a_new_hook_is_one_table_line(tmp_path, monkeypatch):
+    """A fake hook added to the table alone is entered and left around bench:decode's processes (replayed from
+    real llama-bench output), stored under the step's "hooks" and its line shown in the report."""
+    monkeypatch.setattr(hooks, "HOOKS", (*hooks.HOOKS, hooks.HookKind("fake", Fake, _fake_line)))
+    run, d = _decode_run(tmp_path)
+    assert d["hooks"]["fake"] == {"processes": 6, "step": "decode"}  # 2 rounds x (base, +0001, base#2)
+    assert "power" not in d["hooks"] and "clocks" not in d["hooks"]  # a CPU run: the GPU hooks do not apply
+    md = section(render(run), "### Decode")
+    assert "Fake hook: 6 processes of decode." in md and "GPU" not in md
+
+
+def _decode_run(tmp_path: Path, backend: str = "cpu", prepare=None) -> tuple[Path, dict]:
+    """bench:decode replayed from real llama-bench output (two rounds, an A/A copy: test_decode_rounds)."""
+    ctx = options.context(recipe=str(ROOT / "recipes" / "default.toml"), work=str(tmp_path / "w"))
+    logs = (("base", CPU / "bench_pp_tg_depths_base.json"), ("+0001", CPU / "bench_pp_tg_depths_0001.json")) * 2
+    replay.import_logs(ctx, replay.ImportRequest(tool="llama-bench", logs=logs, backend="cpu"))
+    (run,) = (tmp_path / "w" / "runs" / "seed-fattn").glob("*-import")
+    b = Bundle.open(run)
+    for r in (1, 2):
+        shutil.copy(run / "raw" / f"decode-r{r}-+0001.log", run / "raw" / f"decode-r{r}-base_aa2.log")
+    step = b.step("bench:decode")
+    step.logs = [*step.logs, "raw/decode-r1-base_aa2.log", "raw/decode-r2-base_aa2.log"]
+    t = {"min_rounds": 2, "max_rounds": 2, "max_noise": 0.0, "max_seconds": 0.0, "aa": True}
+    step.data.update(timing=t, model={"path": "(imported)", "n_layer": 2, "n_params": 84943872})
+    b.record(step)
+    b.data["backend"] = backend
+    b.save()
+    if prepare:
+        prepare(run)
+    again = replay.reparse_step(Bundle.open(run), "bench:decode", ctx.recipe)
+    b = Bundle.open(run)
+    b.record(again)
+    b.save()
+    return run, json.loads(json.dumps(again.data))
+
+
+def test_decode_power_per_process_and_joules_per_token_from_replayed_logs(tmp_path):
+    lines = _clock_lines("cold", "clocks-decode-r1-base-1-*")
+    cmd = "$ nvidia-smi " + " ".join(nvidia_smi.POWER_ARGS) + "\n"
+
+    def prepare(run):  # a power log per process: the real readings, in the sampled form
+        for r in (1, 2):
+            for lab in ("base", "+0001", "base_aa2"):
+                (run / "raw" / f"power-decode-r{r}-{lab}.log").write_text(
+                    cmd + _as_power(lines) + "# exit: -15, 9.9 s\n"
+                )
+
+    run, d = _decode_run(tmp_path, "cuda", prepare)
+    p = power.PowerData.from_dict(d["hooks"]["power"], "power")
+    assert len(p.runs) == 6 and p.note == ""
+    one = power.reading(nvidia_smi.parse_power_csv(_as_power(lines), "p"))
+    recs = json.loads((CPU / "bench_pp_tg_depths_base.json").read_text())
+    tokens = sum((x["n_prompt"] + x["n_gen"]) * len(x["samples_ts"]) for x in recs)
+    base = next(x for x in p.runs if x.label == "base")
+    assert (base.mean_w, base.max_w, base.energy_j, base.tokens) == (
+        one["mean_w"],
+        one["max_w"],
+        one["energy_j"],
+        tokens,
+    )
+    assert base.j_per_token == pytest.approx(one["energy_j"] / tokens, rel=1e-3)
+    md = section(render(run), "### Decode").replace("\n", " ")
+    assert f"base mean {one['mean_w']:.0f} W, max {one['max_w']:.0f} W, {base.j_per_token:.3g} J/token" in md
+
+
+def test_a_cpu_run_has_no_power_to_say(tmp_path, capsys):
+    b = Bundle.create(tmp_path / "runs", recipe="t", run_id="r", meta={"backend": "cpu"})
+    p = power.Power(b, "kernel")
+    p.enter("perf-r1-base")
+    p.exit("perf-r1-base", 1, "base")
+    assert p.available() is False and p.data() is None and p.logs == [] and power.summary(p.data()) == ""
+    assert "GPU" not in capsys.readouterr().out
+
+
+def test_a_sampler_runs_for_the_block_and_is_ended_when_it_ends(tmp_path):
+    code = "import time\nwhile True:\n    print(time.time(), flush=True)\n    time.sleep(0.05)"
+    log = tmp_path / "s.log"
+    with proc.sampling([sys.executable, "-c", code], log=log) as out:
+        proc.run([sys.executable, "-c", "import time; time.sleep(0.5)"], echo=False)
+    (done,) = out
+    assert done.returncode != 0 and len(done.stdout.splitlines()) >= 3
+    assert log.read_text().startswith("$ ") and "# exit: " in log.read_text().splitlines()[-1]
+    assert 0.4 < done.seconds < 5
