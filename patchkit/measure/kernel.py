@@ -137,6 +137,8 @@ class _Rounds:
     errors: list[str] = field(default_factory=list)
     runs: list = field(default_factory=list)  # (label, records) of every tool run: the upstream database
     hooks: Around | None = None  # measured around each process: GPU clocks, power (patchkit.measure.hooks)
+    prefix: str = "perf-"  # the raw logs' names: perf-r1-base.log (the sweep's rungs: perf-r3-r1-...)
+    logs_of: dict[str, list[str]] = field(default_factory=dict)  # label -> its processes' raw logs
 
     def __post_init__(self) -> None:
         self.hooks = self.hooks or Around(self.bundle, "kernel")
@@ -153,6 +155,7 @@ class _Rounds:
             separate_stderr=True,
         )
         self.logs.append(self.bundle.rel(path))
+        self.logs_of.setdefault(label, []).append(self.logs[-1])
         self.seconds += round(done.seconds, 1) if done is not None else 0.0
         if why or done is None:
             self.errors.append(f"{what}: {why}")
@@ -172,7 +175,7 @@ class _Rounds:
         order = self.labeled if r % 2 else [self.labeled[0], *reversed(self.labeled[1:])]
         for label, b in order:
             bar.update(1, f"round {r} {label}" + (f", {len(open_)} cases open" if r > 1 else ""))
-            name = f"perf-r{r}-{label.replace('#', '_aa')}"
+            name = f"{self.prefix}r{r}-{label.replace('#', '_aa')}"
             self.hooks.enter(name)
             recs = self.perf(name, self.argv_of(b, pattern), f"{label} round {r}", label)
             self.hooks.exit(name, r, label)
@@ -215,6 +218,15 @@ class _Rounds:
                     break
                 self.close()
         return r
+
+
+def time_rounds(bundle: Bundle, labeled: list, argv_of: Callable, timing: Timing, pattern: str, **kw) -> _Rounds:
+    """bench:kernel's rounds for another caller (the sweep's rungs): `labeled` (label, Bins), reference first
+    and its A/A copy last, timed on `pattern`'s cases until every case stopped. The state it returns holds
+    the cases, each label's raw logs, the errors and the hooks (clocks, power)."""
+    rounds = _Rounds(bundle=bundle, labeled=labeled, argv_of=argv_of, timing=timing, **kw)
+    rounds.run(pattern)
+    return rounds
 
 
 # ---------------------------------------------------------------------------------------------

@@ -183,3 +183,36 @@ def test_a_sampler_runs_for_the_block_and_is_ended_when_it_ends(tmp_path):
     assert done.returncode != 0 and len(done.stdout.splitlines()) >= 3
     assert log.read_text().startswith("$ ") and "# exit: " in log.read_text().splitlines()[-1]
     assert 0.4 < done.seconds < 5
+
+
+def test_the_sweep_times_through_bench_kernel_s_rounds(tmp_path):
+    """A rung of the real H200 sweep (examples/h200-sweep, rung r4: three points and the reference's A/A
+    copy, four rounds) replayed through the sweep's timing, now measure.kernel's rounds, gives the samples
+    and logs the sweep stored."""
+    from types import SimpleNamespace
+
+    from patchkit.results import Status, Step
+    from patchkit.sweep.gpu import Gpu
+
+    ex = ROOT / "examples" / "h200-sweep"
+    shutil.copytree(ex / "gpu", tmp_path / "gpu")
+    for p in (tmp_path / "gpu" / "raw").glob("perf-r4-*_2.log"):  # the sweep named the A/A copy's logs '_2'
+        p.rename(p.with_name(p.name[: -len("_2.log")] + "_aa2.log"))
+    points = [json.loads(p.read_text()) for p in sorted((ex / "points").glob("*.json"))]
+    rung = [p for p in points if "r4-812050b9c9ba" in p.get("timing", {})]
+    ref = next(p for p in rung if p["reference"])
+    labeled = [(p["name"], tmp_path) for p in [ref, *[p for p in rung if p is not ref]]] + [
+        (ref["name"] + "#2", tmp_path)
+    ]
+    gpu = object.__new__(Gpu)  # the measure callable's timing alone: no build folder, no store
+    gpu.g = SimpleNamespace(device="CUDA0", op="FLASH_ATTN_EXT", timeout=60.0, min_us=0)
+    gpu.spec, gpu.memory_kb, gpu.seconds = SimpleNamespace(cases=""), {}, {}
+    gpu.bundle = Bundle.open(tmp_path / "gpu")
+    with gpu.bundle.replaying(Step(name="sweep", status=Status.OK)):
+        got = gpu.time(labeled, 4, "r4")
+    assert len(rung) == 4 and set(got) == {lab for lab, _ in labeled} and gpu.memory_kb
+    for p in rung:
+        stored, t = p["timing"]["r4-812050b9c9ba"], got[p["name"]]
+        assert t.ok and t.samples == stored["samples"] and min(len(v) for v in t.samples.values()) == 4
+        assert list(t.logs) == stored["logs"], p["name"]
+    assert got[ref["name"] + "#2"].ok and all(x.endswith("_aa2.log") for x in got[ref["name"] + "#2"].logs)
