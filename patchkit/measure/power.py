@@ -83,7 +83,7 @@ class Power:
     runs: list[PowerRun] = field(default_factory=list)
     note: str = ""
     _have: bool | None = None
-    _open: dict = field(default_factory=dict)  # tag -> the sampler's ExitStack
+    _open: dict = field(default_factory=dict)  # tag -> the sampler's ExitStack and its log
 
     def available(self) -> bool:
         if self._have is None:
@@ -96,16 +96,18 @@ class Power:
     def enter(self, tag: str) -> None:
         if not self.available() or self.bundle.replay:
             return
-        stack = contextlib.ExitStack()
-        stack.enter_context(proc.sampling(["nvidia-smi", *nvidia_smi.POWER_ARGS], log=self._log(tag)))
-        self._open[tag] = stack
+        stack, log = contextlib.ExitStack(), self._log(tag)  # a fresh path (a redone step keeps the old log)
+        stack.enter_context(proc.sampling(["nvidia-smi", *nvidia_smi.POWER_ARGS], log=log))
+        self._open[tag] = (stack, log)
 
     def exit(self, tag: str, r: int, label: str, tokens: int | None = None) -> None:
-        stack = self._open.pop(tag, None)
+        if not self.available():
+            return
+        stack, log = self._open.pop(tag, (None, None))
         if stack is not None:
             stack.close()
-        log = self._log(tag)
-        if not self.available() or not log.is_file():
+        log = log or self._log(tag)  # a replay: the log the step recorded
+        if not log.is_file():
             return  # an old run replayed, or the sampler did not start
         self.logs.append(self.bundle.rel(log))
         try:

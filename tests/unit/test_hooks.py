@@ -216,3 +216,31 @@ def test_the_sweep_times_through_bench_kernel_s_rounds(tmp_path):
         assert t.ok and t.samples == stored["samples"] and min(len(v) for v in t.samples.values()) == 4
         assert list(t.logs) == stored["logs"], p["name"]
     assert got[ref["name"] + "#2"].ok and all(x.endswith("_aa2.log") for x in got[ref["name"] + "#2"].logs)
+
+
+def test_power_samples_in_the_background_while_the_process_runs(tmp_path, monkeypatch):
+    """The live path: no nvidia-smi here, so a stand-in on PATH prints the real H200 readings (sampled form)
+    one every 0.1 s until it is ended, as `-lms 100` would; the hook starts it before the process, ends it
+    after, and reads its raw log."""
+    lines = _as_power(_clock_lines("cold", "clocks-decode-r1-*")).splitlines()
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text(
+        f"#!{sys.executable}\nimport sys, time\nassert '-lms' in sys.argv\n"
+        f"for line in {lines!r}:\n    print(line, flush=True)\n    time.sleep(0.1)\ntime.sleep(60)\n"
+    )
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{smi.parent}:{__import__('os').environ['PATH']}")
+    b = Bundle.create(tmp_path / "runs", recipe="t", run_id="r", meta={"backend": "cuda"})
+    p = power.Power(b, "kernel")
+    p.enter("perf-r1-base")
+    proc.run([sys.executable, "-c", "import time; time.sleep(3)"], echo=False)
+    p.exit("perf-r1-base", 1, "base")
+    (run,) = power.PowerData.from_dict(p.data(), "power").runs
+    ws = [float(x.split(", ")[1]) for x in lines]
+    assert (
+        run.samples == len(lines) and run.max_w == max(ws) and run.mean_w == pytest.approx(sum(ws) / len(ws), abs=0.05)
+    )
+    assert p.logs == ["raw/power-kernel-perf-r1-base.log"] and run.tokens is power.ABSENT
+    log = (b.path / p.logs[0]).read_text()
+    assert "--query-gpu=timestamp,power.draw" in log.splitlines()[0] and log.splitlines()[-1].startswith("# exit: ")
