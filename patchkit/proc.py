@@ -372,11 +372,14 @@ def _wait_if_held() -> None:
     check_interrupt()
 
 
-def _wait(p: subprocess.Popen, timeout: float | None) -> int | None:
+def _wait(p: subprocess.Popen, timeout: float | None, stop: threading.Event | None = None) -> int | None:
     """The child's exit status; None when it ran past `timeout` (its session is killed). On Ctrl-C
     (KeyboardInterrupt in the main thread without stop_on_signals) every program is stopped
-    (interrupt()) and the child waited for."""
+    (interrupt()) and the child waited for. When `stop` is set, the child is ended (SIGTERM, then its
+    session killed) and its status returned: a sampler that runs until told (`sampling`)."""
     try:
+        if stop is not None:
+            return _wait_stop(p, timeout, stop)
         return p.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         kill_session(p.pid)
@@ -387,6 +390,43 @@ def _wait(p: subprocess.Popen, timeout: float | None) -> int | None:
             interrupt(getattr(e, "signum", signal.SIGINT))
         p.wait()
         raise
+
+
+def _wait_stop(p: subprocess.Popen, timeout: float | None, stop: threading.Event) -> int | None:
+    end = None if timeout is None else time.monotonic() + timeout
+    while not stop.wait(0.05):
+        if p.poll() is not None:
+            return p.returncode
+        if end is not None and time.monotonic() > end:
+            raise subprocess.TimeoutExpired(p.args, timeout or 0)
+    signal_session(p.pid, signal.SIGTERM)
+    try:
+        return p.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        kill_session(p.pid)
+        return p.wait()
+
+
+@contextlib.contextmanager
+def sampling(argv: list[str | os.PathLike], *, log: Path, timeout: float | None = None):
+    """Run a sampler (e.g. `nvidia-smi ... -lms 100`) in the background for the block's time, logged like
+    any program; ended (SIGTERM) when the block ends. Yields a list that then holds its Completed (or the
+    error that kept it from running: ToolNotFound)."""
+    stop, out = threading.Event(), []
+
+    def go() -> None:
+        try:
+            out.append(run(argv, log=log, timeout=timeout, check=False, stop=stop))
+        except BaseException as e:
+            out.append(e)
+
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    try:
+        yield out
+    finally:
+        stop.set()
+        t.join(timeout=30)
 
 
 def stderr_log(log: Path) -> Path:
@@ -428,6 +468,7 @@ def run(
     stream: bool = False,
     on_line: Callable[[str], None] | None = None,
     separate_stderr: bool = False,
+    stop: threading.Event | None = None,
 ) -> Completed:
     """Run `argv` (no shell). stdout+stderr go to `log` (with the command line as its first line).
 
@@ -436,7 +477,8 @@ def run(
     `Completed.stdout` holds stdout alone (what the parsers read). With
     `check`, a non-zero exit or a timeout raises CommandError naming the program, the exit code and
     the log. With `check=False` the caller gets the Completed and decides (used where a failing tool
-    is a result, e.g. a test run).
+    is a result, e.g. a test run). With `stop`, the program runs until it ends or `stop` is set
+    (`sampling`).
     """
     args = [str(a) for a in argv]
     full_env = dict(os.environ)
@@ -504,7 +546,7 @@ def run(
                 reader.start()
             _started(p.pid)
             try:
-                returncode = _wait(p, timeout)
+                returncode = _wait(p, timeout, stop)
             finally:
                 _ended(p.pid)
             for reader in readers:

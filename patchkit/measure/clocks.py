@@ -32,23 +32,19 @@ class Clocks:
     rounds: list[dict] = field(default_factory=list)  # round, label, before, after, throttled
     note: str = ""
     _have: bool | None = None
+    _before: dict = field(default_factory=dict)  # tag -> the sample before its process
+
+    # the hook (patchkit.measure.hooks): a sample before and after each timed process
+    def enter(self, tag: str) -> None:
+        self._before[tag] = self.sample(f"{tag}-before")
+
+    def exit(self, tag: str, r: int, label: str, tokens: int | None = None) -> None:
+        self.around(r, label, self._before.pop(tag, None), self.sample(f"{tag}-after"))
 
     def available(self) -> bool:
         """Whether nvidia-smi is there; when it is not, a raw log says so (a replay reads the same note)."""
-        if self._have is None and not backends.device_needs_gpu(self.bundle.data.get("backend")):
-            self._have = False  # a CPU run: no GPU to sample, nothing to say about GPU clocks
         if self._have is None:
-            name = f"clocks-{self.step}-missing"
-            if self.bundle.replay:
-                self._have = not self.bundle.raw_log(name).is_file()
-            else:
-                self._have = shutil.which("nvidia-smi") is not None
-                if not self._have:  # writes '# not run: nvidia-smi not found' as the raw log
-                    _, _, log = run_logged(self.bundle, name, ["nvidia-smi", *nvidia_smi.CLOCK_ARGS], timeout=60)
-                    self.logs.append(self.bundle.rel(log))
-            if not self._have:
-                self.note = NOT_RECORDED
-                print(f"{self.step}: {NOT_RECORDED}", flush=True)
+            self._have, self.note = nvidia_smi_here(self.bundle, "clocks", self.step, self.logs, NOT_RECORDED)
         return self._have
 
     def sample(self, name: str) -> dict | None:
@@ -72,8 +68,29 @@ class Clocks:
         slow = sorted({n for s in (before, after) if s for n in _slowdowns(s)})
         self.rounds.append({"round": r, "label": label, "before": before, "after": after, "throttled": slow})
 
-    def data(self) -> dict:
-        return {"samples": self.rounds, "note": self.note}
+    def data(self) -> dict | None:
+        """The samples and the note; None when there is neither (a CPU run: nothing to say)."""
+        return {"samples": self.rounds, "note": self.note} if self.rounds or self.note else None
+
+
+def nvidia_smi_here(bundle: Bundle, hook: str, step: str, logs: list[str], not_recorded: str) -> tuple[bool, str]:
+    """Whether a GPU hook can sample: (yes, '') on a GPU run with nvidia-smi; (no, '') on a CPU run (no GPU:
+    nothing to say); (no, not_recorded) without nvidia-smi, said by a raw log `<hook>-<step>-missing` that a
+    replay reads back."""
+    if not backends.device_needs_gpu(bundle.data.get("backend")):
+        return False, ""
+    name = f"{hook}-{step}-missing"
+    if bundle.replay:
+        have = not bundle.raw_log(name).is_file()
+    else:
+        have = shutil.which("nvidia-smi") is not None
+        if not have:  # writes '# not run: nvidia-smi not found' as the raw log
+            _, _, log = run_logged(bundle, name, ["nvidia-smi", *nvidia_smi.CLOCK_ARGS], timeout=60)
+            logs.append(bundle.rel(log))
+    if have:
+        return True, ""
+    print(f"{step}: {not_recorded}", flush=True)
+    return False, not_recorded
 
 
 def _slowdowns(sample: dict) -> list[str]:

@@ -14,7 +14,7 @@ from patchkit import backends, parsers
 from patchkit.errors import ParseError, RecipeError
 from patchkit.measure import model as model_mod
 from patchkit.measure import stats
-from patchkit.measure.clocks import Clocks
+from patchkit.measure.hooks import Around
 from patchkit.measure.kernel import MAX_ROUNDS, MAX_SECONDS, SETTLED, upstream_db
 from patchkit.measure.tool import Bins, Built, run_logged
 from patchkit.option_set import default
@@ -104,14 +104,18 @@ class DecodeResult:
     aa: list[dict] = field(default_factory=list)
     noise_floor: float | None = None  # the largest cell floor (issue 36; before: the one floor of all cells)
     aa_label: str = ""
-    clocks: dict | None = None
+    clocks: dict | None = None  # runs before hooks (issue 35): GPU clocks; later runs store them in hooks
     process_seconds: float | None = None
+    hooks: dict | None = None  # hook name -> its data (patchkit.measure.hooks; absent: runs before hooks)
 
     def to_dict(self) -> dict:
         d = asdict(self)
         if self.timing is None:
             for k in ("timing", "rounds_run", "aa", "noise_floor", "aa_label", "clocks", "process_seconds"):
                 d.pop(k)
+        for k in ("clocks", "hooks"):
+            if d.get(k, 0) is None:
+                d.pop(k, None)
         return d
 
     @classmethod
@@ -200,7 +204,7 @@ def _argv_of(r: int, i: int, argv: list[str], st: _State) -> list[str] | None:
     return _with(out, "-ub", sorted({k[IDENTITY.index("n_ubatch")] for k in open_}, reverse=True))
 
 
-def _one_round(bundle, r, labeled, argvs, st: _State, clocks: Clocks, bar, timeout) -> None:
+def _one_round(bundle, r, labeled, argvs, st: _State, hooks: Around, bar, timeout) -> None:
     open_ = [k for k in st.rounds if k not in st.stop]
     order = labeled if r % 2 else [labeled[0], *reversed(labeled[1:])]
     seen: set = set()
@@ -211,13 +215,13 @@ def _one_round(bundle, r, labeled, argvs, st: _State, clocks: Clocks, bar, timeo
             if argv is None:
                 continue
             tag = f"r{r}-{label.replace('#', '_aa')}" + (f"-{i + 1}" if len(argvs) > 1 else "")
-            seen |= _one_process(bundle, r, i, label, b, argv, tag, st, clocks, timeout)
+            seen |= _one_process(bundle, r, i, label, b, argv, tag, st, hooks, timeout)
     for k in seen if r == 1 else open_:
         st.rounds[k] = st.rounds.get(k, 0) + 1
 
 
-def _one_process(bundle, r, i, label, b, argv, tag, st: _State, clocks: Clocks, timeout) -> set:
-    before = clocks.sample(f"{tag}-before")
+def _one_process(bundle, r, i, label, b, argv, tag, st: _State, hooks: Around, timeout) -> set:
+    hooks.enter(tag)
     done, why, log = run_logged(
         bundle, f"decode-{tag}", [b.exe("llama-bench"), *argv], timeout=timeout, separate_stderr=True
     )
@@ -231,7 +235,7 @@ def _one_process(bundle, r, i, label, b, argv, tag, st: _State, clocks: Clocks, 
             recs = parsers.parse_llama_bench_json(done.stdout, str(log))
         except ParseError as e:
             st.errors.append(f"{label} round {r}: {e}")
-    clocks.around(r, label, before, clocks.sample(f"{tag}-after"))
+    hooks.exit(tag, r, label, tokens=sum((x.n_prompt + x.n_gen) * len(x.samples_ts) for x in recs or ()))
     st.runs.append((label, list(recs or ())))
     seen = set()
     for rec in recs or ():
@@ -265,17 +269,17 @@ def run_decode(
     labeled = [(b.variant, b) for b in ([base] if base else []) + [b for b in bins if b is not base]]
     if base is not None and t.aa:
         labeled.append((f"{base.variant}{AA}", base))
-    st, clocks = _State(), Clocks(bundle, "decode")
+    st, hooks = _State(), Around(bundle, "decode")
     what = f"{t.min_rounds} to {t.cap} rounds x {len(labeled)} binaries x {len(argvs)} processes"
     with Progress("bench:decode", total=t.cap * len(labeled) * len(argvs), unit="run", what=what) as bar:
         r = 0
         while r < t.cap and (r == 0 or any(k not in st.stop for k in st.rounds)):
             r += 1
-            _one_round(bundle, r, labeled, argvs, st, clocks, bar, timeout)
+            _one_round(bundle, r, labeled, argvs, st, hooks, bar, timeout)
             if not st.rounds:
                 break
             st.close([lab for lab, _ in labeled], t)
-    logs = st.logs + clocks.logs
+    logs = st.logs + hooks.logs
     if not st.rows:
         return Step(
             name="bench:decode",
@@ -311,7 +315,7 @@ def run_decode(
             aa=aa,
             noise_floor=floor,
             aa_label=aa_label,
-            clocks=clocks.data(),
+            hooks=hooks.data() or None,
             process_seconds=round(st.seconds, 1),
         )
     return Step(

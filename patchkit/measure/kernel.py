@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from patchkit import parsers
 from patchkit.errors import ParseError, ResultsError
 from patchkit.measure import stats
-from patchkit.measure.clocks import Clocks
+from patchkit.measure.hooks import Around
 from patchkit.measure.tool import Bins, Built, missing_options, run_logged
 from patchkit.option_set import default
 from patchkit.options import RunOptions
@@ -27,7 +27,6 @@ from patchkit.progress import Progress
 from patchkit.results import Bundle, Status, Step, upstreamdb
 from patchkit.results.data import ABSENT
 from patchkit.results.data.kernel import (
-    ClocksData,
     KernelCase,
     KernelData,
     RatioVsBase,
@@ -137,10 +136,12 @@ class _Rounds:
     logs: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     runs: list = field(default_factory=list)  # (label, records) of every tool run: the upstream database
-    clocks: Clocks | None = None  # GPU clocks around each process (patchkit.measure.clocks)
+    hooks: Around | None = None  # measured around each process: GPU clocks, power (patchkit.measure.hooks)
+    prefix: str = "perf-"  # the raw logs' names: perf-r1-base.log (the sweep's rungs: perf-r3-r1-...)
+    logs_of: dict[str, list[str]] = field(default_factory=dict)  # label -> its processes' raw logs
 
     def __post_init__(self) -> None:
-        self.clocks = self.clocks or Clocks(self.bundle, "kernel")
+        self.hooks = self.hooks or Around(self.bundle, "kernel")
 
     def perf(self, name: str, argv: list, what: str, label: str) -> list:
         """One test-backend-ops process: its supported records. Its seconds are read as its raw log
@@ -154,6 +155,7 @@ class _Rounds:
             separate_stderr=True,
         )
         self.logs.append(self.bundle.rel(path))
+        self.logs_of.setdefault(label, []).append(self.logs[-1])
         self.seconds += round(done.seconds, 1) if done is not None else 0.0
         if why or done is None:
             self.errors.append(f"{what}: {why}")
@@ -173,10 +175,10 @@ class _Rounds:
         order = self.labeled if r % 2 else [self.labeled[0], *reversed(self.labeled[1:])]
         for label, b in order:
             bar.update(1, f"round {r} {label}" + (f", {len(open_)} cases open" if r > 1 else ""))
-            name = f"perf-r{r}-{label.replace('#', '_aa')}"
-            before = self.clocks.sample(f"{name}-before")
+            name = f"{self.prefix}r{r}-{label.replace('#', '_aa')}"
+            self.hooks.enter(name)
             recs = self.perf(name, self.argv_of(b, pattern), f"{label} round {r}", label)
-            self.clocks.around(r, label, before, self.clocks.sample(f"{name}-after"))
+            self.hooks.exit(name, r, label)
             for rec in recs:
                 if r == 1:
                     self.cases.setdefault(rec.op_params, Case(params=rec.op_params))
@@ -216,6 +218,15 @@ class _Rounds:
                     break
                 self.close()
         return r
+
+
+def time_rounds(bundle: Bundle, labeled: list, argv_of: Callable, timing: Timing, pattern: str, **kw) -> _Rounds:
+    """bench:kernel's rounds for another caller (the sweep's rungs): `labeled` (label, Bins), reference first
+    and its A/A copy last, timed on `pattern`'s cases until every case stopped. The state it returns holds
+    the cases, each label's raw logs, the errors and the hooks (clocks, power)."""
+    rounds = _Rounds(bundle=bundle, labeled=labeled, argv_of=argv_of, timing=timing, **kw)
+    rounds.run(pattern)
+    return rounds
 
 
 # ---------------------------------------------------------------------------------------------
@@ -305,7 +316,7 @@ def run_kernel_bench(
     )
     with contextlib.nullcontext() if bundle.replay else machine_lock(timing_lock(backend), "bench:kernel"):
         rounds_run = rounds.run("" if test_file else params)
-    cases, logs, errors = rounds.cases, rounds.logs + rounds.clocks.logs, rounds.errors
+    cases, logs, errors = rounds.cases, rounds.logs + rounds.hooks.logs, rounds.errors
     data = KernelData(
         op=op,
         params=params,
@@ -318,8 +329,8 @@ def run_kernel_bench(
         process_seconds=round(rounds.seconds, 1),
         confidence=stats.CONFIDENCE,
     )
-    if rounds.clocks.rounds or rounds.clocks.note:  # issue 27; runs before it have no clocks
-        data.clocks = ClocksData(**rounds.clocks.data())
+    if hooks := rounds.hooks.data():  # issue 35; runs before it stored "clocks" (issue 27) or nothing
+        data.hooks = hooks
     if not cases:
         return Step(
             name="bench:kernel",

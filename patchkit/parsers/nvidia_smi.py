@@ -98,6 +98,35 @@ def parse_clocks_csv(text: str, source: str) -> list[ClockSample]:
     return out
 
 
+POWER_QUERY = "timestamp,power.draw"
+POWER_ARGS = ("--query-gpu=" + POWER_QUERY, "--format=csv,noheader,nounits", "--id=0", "-lms", "100")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PowerSample:
+    timestamp: str  # nvidia-smi's 'YYYY/MM/DD HH:MM:SS.mmm'
+    seconds: float  # the timestamp as seconds since midnight (a sampling window is seconds long)
+    power_w: float | None  # None: [N/A] or [Not Supported]
+
+
+def parse_power_csv(text: str, source: str) -> list[PowerSample]:
+    """The samples of `nvidia-smi --query-gpu=POWER_QUERY --format=csv,noheader,nounits --id=0 -lms 100`
+    (nvidia-smi's documented csv: one line per sample, fields as queried). The sampler is ended by a
+    signal, so a last line cut short is dropped; any other line that is not a sample is an error."""
+    lines = [(i, ln) for i, ln in enumerate(text.splitlines(), 1) if ln.strip()]
+    out = []
+    for n, (i, line) in enumerate(lines):
+        f = [x.strip() for x in line.split(",")]
+        m = re.fullmatch(r"\d{4}/\d\d/\d\d (\d\d):(\d\d):(\d\d(?:\.\d+)?)", f[0])
+        if len(f) != 2 or not m:
+            if n == len(lines) - 1 and out:
+                break  # cut short by the signal that ended the sampler
+            raise ParseError(f"{source}:{i}: nvidia-smi power query: expected 2 fields ({POWER_QUERY}), got {line!r}")
+        secs = int(m.group(1)) * 3600 + int(m.group(2)) * 60 + float(m.group(3))
+        out.append(PowerSample(timestamp=f[0], seconds=secs, power_w=_num(f[1], "power.draw", source, i, float, True)))
+    return out
+
+
 def parse_q_clock_reasons(text: str) -> dict[str, bool]:
     """`nvidia-smi -q -d PERFORMANCE`'s 'Clocks Event Reasons' (or older 'Clocks Throttle Reasons')
     section: reason name -> active."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import patchkit.report.intervals as intervals
-from patchkit.measure import clocks
+from patchkit.measure import hooks
 from patchkit.measure import model as model_mod
 from patchkit.report.evidence import Decode, DecodeData, DecodeRatio, DecodeRow, DecodeRun, Evidence
 from patchkit.report.fmt import (
@@ -107,6 +107,7 @@ def _data(run: RunView, d: dict[str, Any]) -> DecodeData:
         timing=d.get("timing"),
         rounds_run=d.get("rounds_run"),
         clocks=d.get("clocks"),
+        hooks=d.get("hooks"),
     )
 
 
@@ -287,11 +288,11 @@ def _aa_lines(m: DecodeData) -> list[str]:
         span = f"{pct(100 * min(fl))} to {pct(100 * max(fl))}" if fl else DASH
         lab = code(m.aa_label or "base#2")
         line = f"A/A floors per cell ({lab} against base, {len(fl)} cells): {span}"
-        return [line + ".", *([c] if (c := clocks.summary(m.clocks)) else [])]
+        return [line + ".", *hooks.summaries(hooks.stored(m.hooks, m.clocks))]
     each = ", ".join(f"{a['test']} {num(a['ratio'], 'ratio')}" for a in m.aa)
     lab = code(m.aa_label or "base#2")
     line = f"A/A noise floor {pct(100 * float(m.noise_floor))}: the largest |t/s({lab}) / t/s(base) - 1| ({each})"
-    return [line + "; a verdict is 'same' inside it.", *([c] if (c := clocks.summary(m.clocks)) else [])]
+    return [line + "; a verdict is 'same' inside it.", *hooks.summaries(hooks.stored(m.hooks, m.clocks))]
 
 
 def _per_token(m: DecodeData, base: str) -> list[str]:

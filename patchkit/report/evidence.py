@@ -262,6 +262,7 @@ class KernelData:
     cases: list[KernelCase]
     upstream_db: kernel_data.UpstreamDb | None = field(default=None, metadata=OMITTED)
     clocks: kernel_data.ClocksData | None = None  # GPU clocks around each process (issue 27; absent in older runs)
+    hooks: dict[str, Any] | None = field(default=None, metadata=OMITTED)  # clocks, power (issue 35; older: clocks)
 
 
 @dataclass(kw_only=True)
@@ -364,6 +365,7 @@ class DecodeData:
     timing: dict[str, Any] | None = None
     rounds_run: Any = None
     clocks: dict[str, Any] | None = None
+    hooks: dict[str, Any] | None = field(default=None, metadata=OMITTED)  # clocks, power (issue 35; older: clocks)
 
 
 @dataclass(kw_only=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import patchkit.report.intervals as intervals
-from patchkit.measure import clocks
+from patchkit.measure import hooks
 from patchkit.report.evidence import Evidence, Kernel, KernelCase, KernelData, KernelRun
 from patchkit.report.fmt import (
     DASH,
@@ -70,6 +70,7 @@ def _run(run: RunView) -> KernelRun:
             cases=_cases(d, hidden),
             upstream_db=db,
             clocks=d.clocks or None,
+            hooks=d.hooks or None,
         )
     return e
 
@@ -126,7 +127,7 @@ def _captions(have: list[tuple[KernelRun, KernelData]], base: str, multi: bool) 
         out.append(pre + "Verdicts: " + intervals.verdict_caption(entries, aa, base=base) + ".")
         if aa is None:
             out.append(pre + "A/A noise floor: not measured (no A/A copy of base in this run).")
-        if c := clocks.summary(m.clocks.to_dict() if m.clocks else None):
+        for c in hooks.summaries(hooks.stored(m.hooks, m.clocks.to_dict() if m.clocks else None)):
             out.append(pre + c)
         if m.peak_bw_gbs:
             out.append(

@@ -30,12 +30,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchkit import backends, build, parsers, proc
-from patchkit.errors import BuildError, ParseError
+from patchkit import backends, build, proc
+from patchkit.errors import BuildError
 from patchkit.measure import env as env_mod
-from patchkit.measure import stats, tests
-from patchkit.measure.kernel import MIN_US_ENV, perf_argv
-from patchkit.measure.tool import Bins, run_logged
+from patchkit.measure import kernel, stats, tests
+from patchkit.measure.kernel import perf_argv
+from patchkit.measure.tool import Bins
 from patchkit.options import Context
 from patchkit.results import Bundle
 from patchkit.source import sha256_file
@@ -235,45 +235,35 @@ class Gpu:
         return entry
 
     def time(self, labeled: list[tuple[str, Path]], rounds: int, tag: str) -> dict[str, Timing]:
-        """`rounds` interleaved rounds of test-backend-ops perf over the spec's cases (odd rounds in
-        reverse order, so that no binary always runs first); label -> Timing."""
+        """`rounds` rounds of test-backend-ops perf over the spec's cases, through bench:kernel's rounds
+        (patchkit.measure.kernel: the same alternation, the same hooks around each process: GPU clocks,
+        power); label -> Timing. A binary that fails a process is invalid (its first failure named)."""
         t0 = time.monotonic()
-        bundle = self.run_folder()
-        samples: dict[str, dict[str, list[float]]] = {lb: {} for lb, _ in labeled}
-        logs: dict[str, list[str]] = {lb: [] for lb, _ in labeled}
-        errors: dict[str, str] = {}
-        for r in range(rounds):
-            order = labeled if r % 2 == 0 else labeled[::-1]
-            for label, exe_dir in order:
-                if label in errors:
-                    continue
-                argv = perf_argv(Bins(variant=label, dir=exe_dir), self.g.device, self.g.op, self.spec.cases, "")
-                name = f"perf-{tag}-r{r + 1}-{label}"
-                env = {MIN_US_ENV: str(self.g.min_us)}
-                done, why, log = run_logged(bundle, name, argv, timeout=self.g.timeout, env=env, separate_stderr=True)
-                logs[label].append(bundle.rel(log))
-                if why or done is None:
-                    errors[label] = f"{name}: {why}"
-                    continue
-                try:
-                    recs = parsers.parse_perf_sql(done.stdout, str(log))
-                except ParseError as e:
-                    errors[label] = str(e)
-                    continue
-                for x in recs:
-                    if x.supported is not False:
-                        samples[label].setdefault(x.op_params, []).append(float(x.time_us))
-                        if x.memory_kb:
-                            self.memory_kb.setdefault(x.op_params, int(x.memory_kb))
+        state = kernel.time_rounds(
+            self.run_folder(),
+            [(label, Bins(variant=label, dir=exe_dir)) for label, exe_dir in labeled],
+            lambda b, p: perf_argv(b, self.g.device, self.g.op, p, ""),
+            kernel.Timing(min_rounds=rounds, max_rounds=rounds, max_seconds=0.0, min_us=self.g.min_us),
+            self.spec.cases,
+            timeout=self.g.timeout,
+            prefix=f"perf-{tag}-",
+        )
+        for _, recs in state.runs:
+            for x in recs:
+                if x.supported is not False and x.memory_kb:
+                    self.memory_kb.setdefault(x.op_params, int(x.memory_kb))
         self._add("timing", t0)
         out = {}
         for label, _ in labeled:
-            if label in errors:
-                out[label] = Timing(ok=False, error=errors[label], logs=tuple(logs[label]))
-            elif not samples[label]:
+            logs = tuple(state.logs_of.get(label, ()))
+            failed = [e for e in state.errors if e.startswith(f"{label} round ")]
+            samples = {c.params: list(c.samples[label]) for c in state.cases.values() if label in c.samples}
+            if failed:
+                out[label] = Timing(ok=False, error=failed[0], logs=logs)
+            elif not samples:
                 out[label] = Timing(ok=False, error=f"no supported case matched -p {self.spec.cases!r}")
             else:
-                out[label] = Timing(samples=samples[label], logs=tuple(logs[label]))
+                out[label] = Timing(samples=samples, logs=logs)
         return out
 
     def point_binary(self, p: Point, rec: dict) -> tuple[Path | None, str]:

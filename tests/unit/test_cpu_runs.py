@@ -22,6 +22,7 @@ import pytest
 from patchkit import build, cli, proc
 from patchkit.measure.clocks import Clocks
 from patchkit.measure.env import build_isa
+from patchkit.measure.hooks import Around
 from patchkit.parsers.devices import cpu_features
 from patchkit.results import Bundle
 
@@ -105,8 +106,12 @@ def test_a_cpu_run_samples_no_gpu_clocks_and_says_nothing_of_them(tmp_path, caps
     b = Bundle.create(tmp_path / "runs", recipe="t", run_id="r", meta={"backend": "cpu"})
     c = Clocks(b, "decode")
     assert c.available() is False and c.sample("r1-base-before") is None
-    assert c.data() == {"samples": [], "note": ""} and c.logs == []
-    assert "GPU clocks" not in capsys.readouterr().out
+    assert c.data() is None and c.logs == []
+    around = Around(b, "decode")  # every hook of the table (clocks, power): none applies on a CPU run
+    around.enter("r1-base")
+    around.exit("r1-base", 1, "base", tokens=128)
+    assert around.data() == {} and around.logs == [] and list(b.path.joinpath("raw").glob("*")) == []
+    assert "GPU" not in capsys.readouterr().out
 
 
 def test_ninja_s_step_count_is_said_once(tmp_path, capsys):

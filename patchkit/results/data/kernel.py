@@ -97,7 +97,8 @@ class KernelData(StepData):
     rounds_run: int = ABSENT  # rounds of the step (its slowest case)
     process_seconds: float = ABSENT  # test-backend-ops processes, summed
     confidence: float = ABSENT  # the intervals' nominal confidence
-    clocks: ClocksData = ABSENT  # absent: runs before clocks were sampled
+    clocks: ClocksData = ABSENT  # runs of issue 27 (before hooks): GPU clocks; later runs store them in hooks
+    hooks: dict[str, Any] = ABSENT  # hook name -> its data (patchkit.measure.hooks; absent: runs before hooks)
     labels: list[str] = ABSENT  # base first, base#2 (the A/A copy) last
     cases: list[KernelCase] = ABSENT  # absent: no case matched (the step holds no numbers)
     noise_floor: float = ABSENT  # the largest |aa_ratio - 1| over the cases (0 without A/A)
