@@ -100,7 +100,8 @@ def critical_path(sp: list[Span]) -> list[Span]:
 
 
 def _to_kernel_verdict(results: dict[str, Any]) -> float | None:
-    return results.get("timeline", {}).get("to_kernel_verdict_s") or (results.get("verdict_s") or {}).get("bench:kernel")
+    timeline, live = results.get("timeline", {}), results.get("verdict_s") or {}
+    return timeline.get("to_kernel_verdict_s") or live.get("bench:kernel")
 
 
 def summary(results: dict[str, Any]) -> dict[str, Any]:
