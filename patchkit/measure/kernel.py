@@ -334,7 +334,7 @@ def run_kernel_bench(
         rounds=t.min_rounds,
         backend=backend,
         peak_bw_gbs=peak_bw_gbs,
-        timing=TimingData(**asdict(t)),
+        timing=TimingData(**{k: v for k, v in asdict(t).items() if k != "per_case" or v}),  # absent: runs before
         rounds_run=rounds_run,
         process_seconds=round(rounds.seconds, 1),
         confidence=stats.CONFIDENCE,
