@@ -295,7 +295,7 @@ OPTIONS: tuple[Option, ...] = (
         "--rounds",
         recipe="kernel.rounds",
         key=_KERNEL + "rounds",
-        default=3,
+        default=4,
         type="int",
         minimum=1,
         arg_type="positive",
@@ -325,6 +325,14 @@ OPTIONS: tuple[Option, ...] = (
         recipe="kernel.max_noise",
         key=_KERNEL + "max-noise",
         default=0.005,
+        type="float",
+    ),
+    _o(
+        "kernel.max_floor",
+        "a case whose own A/A floor (base against its copy) is above this is 'noisy' (0: no limit)",
+        recipe="kernel.max_floor",
+        key=_KERNEL + "max-floor",
+        default=0.03,
         type="float",
     ),
     _o(

@@ -135,6 +135,7 @@ class KernelOptions:
     # (the defaults of these and every other setting: patchkit.option_set, declared once)
     max_rounds: int  # a case stops after this many rounds even if not settled
     max_noise: float  # settled: relative stdev of every binary's samples at most this
+    max_floor: float  # a case whose own A/A floor is above this is 'noisy' (0: no limit)
     min_time: float  # settled: at least this many seconds timed of every binary
     max_seconds: int  # no new round past this many seconds of test-backend-ops (0: no cap)
     min_us: int  # GGML_TEST_PERF_MIN_US: each case's least timed time per process

@@ -101,6 +101,7 @@ class KernelBench:
     # adaptive rounds (patchkit.measure.kernel, docs/kernel-timing.md); `rounds` is the least
     max_rounds: int = default("kernel.max_rounds")
     max_noise: float = default("kernel.max_noise")
+    max_floor: float = default("kernel.max_floor")  # a case whose own A/A floor is above this is 'noisy'
     min_time: float = default("kernel.min_time")
     max_seconds: int = default("kernel.max_seconds")
     min_us: int = default("kernel.min_us")  # GGML_TEST_PERF_MIN_US (patches/local/0002)

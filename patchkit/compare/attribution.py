@@ -39,13 +39,24 @@ def throughput_verdict(r: stats.Ratio) -> str:
     return stats.verdict(inv, 0.0)
 
 
-def kernel(without: VariantTimes, with_: VariantTimes, stored: RatioVsBase | None, floor: float) -> Compared:
-    """time(with) / time(without) of one kernel case; `stored`: the step's ratio when `without` is base."""
+def kernel(
+    without: VariantTimes,
+    with_: VariantTimes,
+    stored: RatioVsBase | None,
+    floor: float,
+    *,
+    per_case: bool = False,
+    max_floor: float = 0.0,
+) -> Compared:
+    """time(with) / time(without) of one kernel case; `stored`: the step's ratio when `without` is base.
+    `per_case`: `floor` is the case's own A/A floor (issue 34), judged with its minimum of samples and `max_floor`."""
     if stored:
         return Compared(
             stats.Ratio(ratio=stored.ratio, ci_low=stored.ci_low, ci_high=stored.ci_high), stored.verdict, "stored"
         )
     rr = stats.ratio(without.samples_us, with_.samples_us)
+    if per_case:
+        return Compared(rr, stats.cell_verdict(rr, floor, max_floor=max_floor), "computed")
     return Compared(rr, stats.verdict(rr, floor), "computed")
 
 

@@ -53,19 +53,25 @@ class Timing:
     min_rounds: int = default("kernel.rounds")
     max_rounds: int = default("kernel.max_rounds")
     max_noise: float = default("kernel.max_noise")
+    max_floor: float = default("kernel.max_floor")  # a case whose own A/A floor is above this is 'noisy' (0: none)
     min_time_s: float = default("kernel.min_time")  # results.json's name of kernel.min_time
     max_seconds: float = float(default("kernel.max_seconds"))
     min_us: int = default("kernel.min_us")
+    # issue 34: a case settles only with the fewest samples its 95 % interval needs and its own A/A floor at most
+    # max_floor; runs before it settled without (False: a replay of one takes their decisions)
+    per_case: bool = True
 
     @classmethod
     def fixed(cls, rounds: int) -> Timing:
         """Exactly `rounds` rounds for every case (runs recorded before rounds were adaptive)."""
-        return cls(min_rounds=rounds, max_rounds=rounds, max_seconds=0.0)
+        return cls(min_rounds=rounds, max_rounds=rounds, max_seconds=0.0, per_case=False)
 
     @classmethod
     def from_data(cls, d: KernelData) -> Timing:
         """The timing a stored step ran with (fixed rounds for runs before rounds were adaptive)."""
-        return cls(**d.timing.to_dict()) if d.timing else cls.fixed(d.rounds)
+        if not d.timing:
+            return cls.fixed(d.rounds)
+        return cls(**{"per_case": False, **d.timing.to_dict()})
 
     @property
     def cap(self) -> int:
@@ -89,14 +95,27 @@ class Case:
         self.timed_s[label] = self.timed_s.get(label, 0.0) + rec.time_us * rec.n_runs / 1e6
 
     def settled(self, labels: list[str], t: Timing) -> bool:
-        """NVBench's rule, for every binary; never looks at the difference between binaries."""
+        """NVBench's rule, for every binary, and (issue 34) the fewest samples a side whose interval reaches the
+        stated coverage and the case's own A/A floor (base against its copy, the last label) at most
+        `max_floor`; never looks at the difference between base and a variant."""
+        least = max(t.min_rounds, stats.min_samples() if t.per_case else 0)
         for lab in labels:
             xs = self.samples.get(lab, [])
-            if len(xs) < t.min_rounds or self.timed_s.get(lab, 0.0) < t.min_time_s:
+            if len(xs) < least or self.timed_s.get(lab, 0.0) < t.min_time_s:
                 return False
             if stats.rel_noise(xs) > t.max_noise:
                 return False
+        floor = self.floor(labels[0], labels[-1]) if t.per_case and t.max_floor else None
+        if floor is not None and floor > t.max_floor:
+            return False
         return self.rounds >= t.min_rounds
+
+    def floor(self, base: str, aa: str) -> float | None:
+        """The case's own A/A floor (stats.cell_floor of base#2 against base); None without both."""
+        ref, copy = self.samples.get(base), self.samples.get(aa)
+        if not ref or not copy or base == aa:
+            return None
+        return stats.cell_floor(stats.ratio(ref, copy))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -253,29 +272,31 @@ def _variant(c: Case, label: str, nbytes: float | None, peak_bw_gbs: float | Non
 
 
 def judge(
-    cases: dict[str, Case], op: str, base_label: str, aa_label: str, peak_bw_gbs: float | None
+    cases: dict[str, Case],
+    op: str,
+    base_label: str,
+    aa_label: str,
+    peak_bw_gbs: float | None,
+    max_floor: float = 0.0,
 ) -> tuple[list[KernelCase], float]:
-    """(cases as the step records them, the A/A noise floor): each case judged once."""
-    out, aa = [], []
+    """(cases as the step records them, the largest case floor): each case judged once, against its own A/A
+    floor (issue 34: stats.cell_verdict, 'noisy' above `max_floor`, 'too few samples' below the coverage)."""
+    out = []
     for c in cases.values():
         nbytes = stats.op_bytes(op, c.params)
         variants = {lab: _variant(c, lab, nbytes, peak_bw_gbs) for lab in c.samples}
-        aa_ratio = None
-        if base_label in c.samples and aa_label in c.samples:
-            aa_ratio = stats.ratio(c.samples[base_label], c.samples[aa_label]).ratio
-            aa.append(aa_ratio)
+        ref, floor = c.samples.get(base_label), c.floor(base_label, aa_label)
+        aa_ratio = stats.ratio(ref, c.samples[aa_label]).ratio if floor is not None else None
         case = KernelCase(params=c.params, bytes=nbytes, variants=variants, aa_ratio=aa_ratio, vs_base={})
-        case.rounds, case.stop = c.rounds, c.stop
-        out.append(case)
-    floor = stats.noise_floor(aa)
-    for oc, c in zip(out, cases.values()):
-        ref = c.samples.get(base_label)
+        case.rounds, case.stop, case.floor = c.rounds, c.stop, floor
         for label, xs in c.samples.items():
             if label == base_label or ref is None:
                 continue
             rr = stats.ratio(ref, xs)
-            oc.vs_base[label] = RatioVsBase(**rr.to_dict(), verdict=stats.verdict(rr, floor))
-    return out, floor
+            v = stats.TOO_FEW if floor is None else stats.cell_verdict(rr, floor, max_floor=max_floor)
+            case.vs_base[label] = RatioVsBase(**rr.to_dict(), verdict=v)
+        out.append(case)
+    return out, max((c.floor for c in out if c.floor is not None), default=0.0)
 
 
 def timing_lock(backend: str) -> str:
@@ -324,7 +345,7 @@ def run_kernel_bench(
         rounds=t.min_rounds,
         backend=backend,
         peak_bw_gbs=peak_bw_gbs,
-        timing=TimingData(**asdict(t)),
+        timing=TimingData(**{k: v for k, v in asdict(t).items() if k != "per_case" or v}),  # absent: runs before
         rounds_run=rounds_run,
         process_seconds=round(rounds.seconds, 1),
         confidence=stats.CONFIDENCE,
@@ -340,7 +361,7 @@ def run_kernel_bench(
             seconds=round(time.monotonic() - t0, 1),
             data=data.to_dict(),
         )
-    data.cases, data.noise_floor = judge(cases, op, labeled[0][0], labeled[-1][0], peak_bw_gbs)
+    data.cases, data.noise_floor = judge(cases, op, labeled[0][0], labeled[-1][0], peak_bw_gbs, t.max_floor)
     data.labels = [lab for lab, _ in labeled]
     db = upstream_db(bundle, upstreamdb.TEST_BACKEND_OPS_DB, rounds.runs, errors)
     data.upstream_db = UpstreamDb(**db) if db else {}
@@ -373,6 +394,7 @@ def timing_of(opts: RunOptions) -> Timing:
         min_rounds=k.rounds,
         max_rounds=k.max_rounds,
         max_noise=k.max_noise,
+        max_floor=k.max_floor,
         min_time_s=k.min_time,
         max_seconds=k.max_seconds,
         min_us=k.min_us,

@@ -58,7 +58,9 @@ def _kernel_rows(ke: KernelRun, pid: str, a: str, b: str) -> list[AttributionRow
         va, vb = c.variants.get(a), c.variants.get(b)
         if not va or not vb or not va.samples_us or not vb.samples_us:
             continue
-        r = compare.kernel(va, vb, c.vs_base.get(b) if a == "base" else None, ke.measured.noise_floor or 0.0)
+        stored = c.vs_base.get(b) if a == "base" else None
+        floor = c.floor if c.floor is not None else ke.measured.noise_floor or 0.0
+        r = compare.kernel(va, vb, stored, floor, per_case=c.floor is not None, max_floor=ke.measured.max_floor or 0.0)
         values = (va.median, vb.median, va.n, vb.n)
         out.append(_row(ke.gpu, pid, a, b, "kernel", c.params, values, r.ratio, r.verdict, r.source))
     return out

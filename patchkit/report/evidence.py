@@ -246,6 +246,7 @@ class KernelCase:
     vs_base: dict[str, kernel_data.RatioVsBase]  # label -> ratio, ci_low, ci_high, verdict
     aa_ratio: float | None
     rounds: int | None = field(default=None, metadata=OMITTED)  # the rounds this case ran (adaptive timing)
+    floor: float | None = field(default=None, metadata=OMITTED)  # its own A/A floor (issue 34; None: not known)
     short: str = ""
 
 
@@ -263,6 +264,7 @@ class KernelData:
     upstream_db: kernel_data.UpstreamDb | None = field(default=None, metadata=OMITTED)
     clocks: kernel_data.ClocksData | None = None  # GPU clocks around each process (issue 27; absent in older runs)
     hooks: dict[str, Any] | None = field(default=None, metadata=OMITTED)  # clocks, power (issue 35; older: clocks)
+    max_floor: float | None = field(default=None, metadata=OMITTED)  # 'noisy' above it (issue 34; 0: no limit)
 
 
 @dataclass(kw_only=True)

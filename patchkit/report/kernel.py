@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import patchkit.report.intervals as intervals
-from patchkit.measure import hooks
+from patchkit.measure import hooks, stats
 from patchkit.report.evidence import Evidence, Kernel, KernelCase, KernelData, KernelRun
 from patchkit.report.fmt import (
     DASH,
@@ -29,9 +29,11 @@ from patchkit.report.fmt import (
 from patchkit.report.part import Missing, Section, case_lines
 from patchkit.report.runview import RunView
 from patchkit.results import upstreamdb
+from patchkit.results.data import ABSENT
 from patchkit.results.data import kernel as kernel_data
 
 STEP = "bench:kernel"
+_ORDER = (stats.FASTER, stats.SLOWER, stats.AMBIGUOUS, stats.NOISY, stats.TOO_FEW, stats.SAME)  # counted in this order
 
 
 def _cases(d: kernel_data.KernelData, hidden: set[str]) -> list[KernelCase]:
@@ -44,6 +46,7 @@ def _cases(d: kernel_data.KernelData, hidden: set[str]) -> list[KernelCase]:
             vs_base={k: v for k, v in c.vs_base.items() if k not in hidden},
             aa_ratio=c.aa_ratio,
             rounds=c.rounds or None,
+            floor=c.floor if c.floor is not ABSENT else None,
         )
         for c in d.cases
     ]
@@ -71,6 +74,7 @@ def _run(run: RunView) -> KernelRun:
             upstream_db=db,
             clocks=d.clocks or None,
             hooks=d.hooks or None,
+            max_floor=d.timing.max_floor if d.timing and d.timing.max_floor is not ABSENT else None,
         )
     return e
 
@@ -121,10 +125,13 @@ def _captions(have: list[tuple[KernelRun, KernelData]], base: str, multi: bool) 
     ]
     if entries:
         out.append("Ratio intervals: " + intervals.caption(entries, ns) + ".")
+    if any(per_case(m) for _, m in have):
+        out.append(_case_caption(have, base))
     for e, m in have:
         pre = prefix(multi, e.gpu)
         aa = m.noise_floor if any(c.aa_ratio is not None for c in m.cases) else None
-        out.append(pre + "Verdicts: " + intervals.verdict_caption(entries, aa, base=base) + ".")
+        if not per_case(m):
+            out.append(pre + "Verdicts: " + intervals.verdict_caption(entries, aa, base=base) + ".")
         if aa is None:
             out.append(pre + "A/A noise floor: not measured (no A/A copy of base in this run).")
         for c in hooks.summaries(hooks.stored(m.hooks, m.clocks.to_dict() if m.clocks else None)):
@@ -137,6 +144,24 @@ def _captions(have: list[tuple[KernelRun, KernelData]], base: str, multi: bool) 
         if e.status in ("fail", "error"):
             out.append(pre + "step result: " + state_label(e.status, e.reason))
     return out
+
+
+def per_case(m: KernelData) -> bool:
+    """Verdicts against each case's own A/A floor (issue 34; runs with exact intervals, upgraded when read)."""
+    return any(c.floor is not None for c in m.cases)
+
+
+def _case_caption(have: list[tuple[KernelRun, KernelData]], base: str) -> str:
+    """How a case's verdict is reached against its own floor (issue 34), said once."""
+    caps = sorted({float(m.max_floor or 0) for _, m in have if m.max_floor is not None})
+    cap = f"above {', '.join(pct(100 * c) for c in caps)}" if any(caps) else "with no limit set"
+    return (
+        f"Verdicts per case, against the case's own A/A floor (column 'A/A floor': the edge of the interval of "
+        f"time({base}'s copy) / time({base}) farthest from 1, at the case's samples): 'same' when the ratio's "
+        f"interval lies inside [1 - floor, 1 + floor], 'faster' or 'slower' when it lies wholly outside; 'noisy' "
+        f"when it straddles an edge of that band after the case's rounds, or the floor is {cap} (max-floor); "
+        f"'too few samples' when the interval's exact coverage is below 95 % (fewer than 4 samples a side)."
+    )
 
 
 def compare_lines(
@@ -173,8 +198,20 @@ def _gist(have: list[tuple[KernelRun, KernelData]], labels: list[str]) -> str:
     m0 = have[0][1]
     n = len({c.params for _, m in have for c in m.cases})
     s = f"{plural(n, 'case')} of {m0.op} on {m0.backend}, {len(labels)} binaries, {_rounds(have)} interleaved rounds"
+    fl = [c.floor for _, m in have for c in m.cases if c.floor is not None]
+    if fl:
+        return s + f"; A/A floors per case {pct(100 * min(fl))} to {pct(100 * max(fl))}; " + _counts(have)
     floors = sorted({m.noise_floor for _, m in have if m.noise_floor is not None})
     return s + (f"; A/A noise floor {', '.join(pct(100 * f) for f in floors)}" if floors else "")
+
+
+def _counts(have: list[tuple[KernelRun, KernelData]]) -> str:
+    """The verdicts of the variants against base, each kind counted apart ('2 faster, 1 noisy, 3 same')."""
+    labels = labels_of([m for _, m in have])
+    aa = [lab for lab in labels if lab.endswith("#2")]
+    vs = [r.verdict for _, m in have for c in m.cases for lab, r in c.vs_base.items() if lab not in aa]
+    by = {v: vs.count(v) for v in dict.fromkeys(vs)}
+    return ", ".join(f"{by[v]} {verdict_word(v)}" for v in _ORDER if v in by) or "no verdicts"
 
 
 def markdown(ev: Evidence, multi: bool) -> list[Block]:
@@ -187,13 +224,16 @@ def markdown(ev: Evidence, multi: bool) -> list[Block]:
     base = labels[0] if labels else "base"
     vs = [lab for lab in labels if lab != base]
     rows, logs, inner = [], [], []
+    floors = any(per_case(m) for _, m in have)
     for e, m in have:
         logs += e.logs
         for c in m.cases:
             row = [*gpu_col(multi, e.gpu), code(c.short), *[_time_cell(c.variants.get(lab)) for lab in labels]]
+            row += [pct(100 * c.floor) if c.floor is not None else DASH] if floors else []
             row += [_ratio_cell(r) if (r := c.vs_base.get(lab)) else DASH for lab in vs]
             rows.append(row)
-    header = [*gpu_col(multi, "GPU"), "case", *[f"{lab} us" for lab in labels], *[f"{lab} / {base}" for lab in vs]]
+    header = [*gpu_col(multi, "GPU"), "case", *[f"{lab} us" for lab in labels], *(["A/A floor"] if floors else [])]
+    header += [f"{lab} / {base}" for lab in vs]
     inner += [table(header, rows), logs_line(logs), *[text(c) for c in _captions(have, base, multi)]]
     if ev.kernel.common_params:
         inner.append(text("Common parameters: " + code(ev.kernel.common_params)))

@@ -15,14 +15,20 @@ tested on a step of a committed example (tests/unit/test_upgrade.py).
             `bench:decode` is the llama-bench matrix (issue 36): several processes a round, so its arguments are
             `argvs` (one list per process; an older run's `args` is its one process); ratios carry each cell's
             floor from then on (an older run's verdicts stand on its one floor, `noise_floor`).
+    3 -> 4  `bench:kernel` judges each case against its own A/A floor (issue 34): a case carries `floor`
+            (stats.cell_floor of base#2 against base, from the stored samples) and each ratio against base is
+            judged again with stats.cell_verdict ('too few samples' below 95 % coverage, 'noisy' above the floor
+            bound: today's default `max_floor`, written in `timing`); `noise_floor` is the largest case floor.
+            Steps whose ratios carry no exact coverage (the bootstrap runs) keep their verdicts.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
-FORMAT = 3  # the format every step is written in now
+FORMAT = 4  # the format every step is written in now
 
 Steps = dict[str, dict[str, Any]]
 
@@ -79,7 +85,42 @@ def update_to_3(name: str, step: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return name, step
 
 
-UPDATES: dict[int, Callable[[str, dict[str, Any]], tuple[str, dict[str, Any]]]] = {2: update_to_2, 3: update_to_3}
+def update_to_4(name: str, step: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    data = step.get("data")
+    if name != "bench:kernel" or not isinstance(data, dict) or not isinstance(data.get("cases"), list):
+        return name, step
+    from patchkit.measure import stats  # measure imports results: not at the top
+    from patchkit.option_set import default
+
+    step = copy.deepcopy(step)
+    data = step["data"]
+    cases = [c for c in data["cases"] if isinstance(c, dict)]
+    ratios = [r for c in cases for r in (c.get("vs_base") or {}).values() if isinstance(r, dict)]
+    if not ratios or any(r.get("ci_level") is None for r in ratios):
+        return name, step  # bootstrap intervals: no exact coverage to judge by
+    labels = data.get("labels") or ["base"]
+    base, aa = labels[0], labels[-1] if len(labels) > 1 and str(labels[-1]).endswith("#2") else f"{labels[0]}#2"
+    cap = float(default("kernel.max_floor"))
+    floors = []
+    for c in cases:
+        v = c.get("variants") or {}
+        ref, twin = (v.get(k, {}).get("samples_us") for k in (base, aa))
+        c["floor"] = stats.cell_floor(stats.ratio(ref, twin)) if ref and twin else None
+        floors += [c["floor"]] if c["floor"] is not None else []
+        for r in (c.get("vs_base") or {}).values():
+            rr = stats.Ratio(ratio=r["ratio"], ci_low=r["ci_low"], ci_high=r["ci_high"], ci_level=r["ci_level"])
+            r["verdict"] = stats.TOO_FEW if c["floor"] is None else stats.cell_verdict(rr, c["floor"], max_floor=cap)
+    data["noise_floor"] = max(floors, default=0.0)
+    if isinstance(data.get("timing"), dict):
+        data["timing"] = {**data["timing"], "max_floor": cap}
+    return name, step
+
+
+UPDATES: dict[int, Callable[[str, dict[str, Any]], tuple[str, dict[str, Any]]]] = {
+    2: update_to_2,
+    3: update_to_3,
+    4: update_to_4,
+}
 
 
 def upgrade(steps: Steps) -> Steps:

@@ -21,6 +21,7 @@ import pytest
 
 from patchkit import build, cli, parsers
 from patchkit.errors import ApplyError, ParseError, PatchkitError
+from patchkit.results import Bundle
 from patchkit.sweep.spec import SweepError, load_spec, override
 from tests.unit.test_faults_workdir import ROOT, Toy, _a_finished_build
 
@@ -138,7 +139,7 @@ def test_imported_aa_logs_are_read_as_base_s_aa_copy(tmp_path):
     data = json.loads((run / "results.json").read_text())
     step = data["steps"]["bench:kernel"]
     assert [v["name"] for v in data["variants"]] == ["base", "+0001", "+0001+0002"]  # no variant 'base#2'
-    stored = json.loads((H200 / "results.json").read_text())["steps"]["bench:kernel"]["data"]
+    stored = Bundle.open(H200).data["steps"]["bench:kernel"]["data"]  # as read: per-case floors (issue 34)
     assert step["data"]["labels"] == stored["labels"]
     got = {c["params"]: c["aa_ratio"] for c in step["data"]["cases"]}
     want = {c["params"]: c["aa_ratio"] for c in stored["cases"]}

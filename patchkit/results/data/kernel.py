@@ -18,6 +18,8 @@ class TimingData(Data):
     min_time_s: float  # settled: every binary timed at least this long
     max_seconds: float  # no new round after this many s of processes (0: no cap)
     min_us: int  # each case's least timed time per process (GGML_TEST_PERF_MIN_US)
+    max_floor: float = ABSENT  # a case whose own A/A floor is above this is 'noisy' (absent: runs before issue 34)
+    per_case: bool = ABSENT  # settled with 4 samples a side and the floor under max_floor (absent: before issue 34)
 
 
 @dataclass(kw_only=True)
@@ -49,7 +51,7 @@ class RatioVsBase(Data):
     ci_level: float | None = ABSENT  # the interval's exact coverage (absent: older runs)
     n_ref: int = ABSENT  # samples of base (absent: older runs)
     n_new: int = ABSENT  # samples of the variant (absent: older runs)
-    verdict: str  # faster / slower / same / ambiguous (patchkit.measure.stats.verdict, A/A noise floor)
+    verdict: str  # same / faster / slower / noisy / too few samples (stats.cell_verdict, the case's own floor)
 
 
 @dataclass(kw_only=True)
@@ -62,6 +64,7 @@ class KernelCase(Data):
     aa_ratio: float | None  # base#2 / base (None: no A/A copy timed)
     rounds: int = ABSENT  # the rounds this case ran (absent: runs before rounds were adaptive)
     stop: str = ABSENT  # why it stopped: settled / max_rounds / max_seconds
+    floor: float | None = ABSENT  # its own A/A floor (stats.cell_floor; None: no A/A copy; absent: exact-less runs)
     vs_base: dict[str, RatioVsBase]  # label -> its ratio against base
 
 
@@ -101,7 +104,7 @@ class KernelData(StepData):
     hooks: dict[str, Any] = ABSENT  # hook name -> its data (patchkit.measure.hooks; absent: runs before hooks)
     labels: list[str] = ABSENT  # base first, base#2 (the A/A copy) last
     cases: list[KernelCase] = ABSENT  # absent: no case matched (the step holds no numbers)
-    noise_floor: float = ABSENT  # the largest |aa_ratio - 1| over the cases (0 without A/A)
+    noise_floor: float = ABSENT  # the largest case floor (before issue 34: the largest |aa_ratio - 1|; 0 without A/A)
     upstream_db: UpstreamDb | dict[str, Any] = ABSENT  # {} when it could not be written
 
     @property
