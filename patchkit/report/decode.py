@@ -35,8 +35,11 @@ from patchkit.report.fmt import (
 )
 from patchkit.report.kernel import compare_lines, upstream_db
 from patchkit.report.part import Missing, Section, not_run_lines, variants_lacking
-from patchkit.report.runview import RunView, need
+from patchkit.report.runview import RunView
 from patchkit.results import upstreamdb
+from patchkit.results.data import ABSENT
+from patchkit.results.data import decode as Stored
+from patchkit.results.data.base import dump
 
 STEP = "bench:decode"
 STATS = ("samples_ts", "avg_ts", "stddev_ts", "median", "ci_low", "ci_high")
@@ -49,23 +52,29 @@ def key(x: DecodeRow) -> tuple:
     return (x.test, x.depth, *(str(getattr(x, k)) for k in IDENTITY))
 
 
-def _row(run: RunView, x: dict[str, Any]) -> DecodeRow:
-    ident = {k: x.get(k) for k in IDENTITY}
+def _v(x: Any) -> Any:
+    """A stored value, None where an older run did not write it (ABSENT)."""
+    return None if x is ABSENT else x
+
+
+def _row(run: RunView, x: Stored.DecodeCell) -> DecodeRow:
+    ident = {k: _v(getattr(x, k)) for k in IDENTITY}
     ident["n_prompt"] = ident["n_prompt"] or 0
     return DecodeRow(
-        variant=x.get("variant"),
-        test=str(x.get("test") or ""),
-        depth=x.get("depth"),
+        variant=x.variant,
+        test=str(_v(x.test) or ""),
+        depth=x.depth,
         **ident,
-        **{k: x.get(k) for k in STATS},
-        log=run.log(x.get("log")),
-        logs=run.logs(x.get("logs") or ([x["log"]] if x.get("log") else [])),
+        **{k: getattr(x, k) for k in STATS},
+        log=run.log(x.log),
+        logs=run.logs(x.logs or [x.log]),
     )
 
 
-def _ratio(v: dict[str, Any]) -> DecodeRatio:
-    more = {k: x for k, x in v.items() if k not in (*RATIO_KEYS, "test")}
-    return DecodeRatio(test=str(v.get("test") or ""), **{k: v.get(k) for k in RATIO_KEYS}, interval=more)
+def _ratio(v: Stored.DecodeRatio) -> DecodeRatio:
+    d = v.to_dict()
+    more = {k: x for k, x in d.items() if k not in (*RATIO_KEYS, "test")}
+    return DecodeRatio(test=str(v.test), **{k: d.get(k) for k in RATIO_KEYS}, interval=more)
 
 
 def _link(rows: list[DecodeRow], ratios: list[DecodeRatio]) -> None:
@@ -83,38 +92,33 @@ def _link(rows: list[DecodeRow], ratios: list[DecodeRatio]) -> None:
         seen[k] = seen.get(k, 0) + 1
 
 
-def _data(run: RunView, d: dict[str, Any]) -> DecodeData:
-    where = f"{run.where}: {STEP}"
+def _data(run: RunView, d: Stored.DecodeData) -> DecodeData:
     hidden = set(run.same_code)
-    rows = []
-    for i, x in enumerate(d["rows"]):
-        for k in ("variant", "depth", "median", "ci_low", "ci_high", "samples_ts"):
-            need(x, k, f"{where} row {i}")
-        rows.append(_row(run, x))
-    ratios = [_ratio(v) for v in d.get("vs_base") or []]
+    rows = [_row(run, x) for x in d.rows]
+    ratios = [_ratio(v) for v in _v(d.vs_base) or []]
     _link(rows, ratios)
     return DecodeData(
-        model=d.get("model") or {},
-        model_path=d.get("model_path"),
-        argvs=[[str(a) for a in argv] for argv in d.get("argvs") or []],
-        rounds=d.get("rounds"),
+        model=_v(d.model) or {},
+        model_path=_v(d.model_path),
+        argvs=_v(d.argvs) or [],
+        rounds=_v(d.rounds),
         rows=[x for x in rows if x.variant not in hidden],
         vs_base=[v for v in ratios if v.variant not in hidden],
-        upstream_db=upstream_db(run, d),
-        noise_floor=d.get("noise_floor"),
-        aa=list(d.get("aa") or []),
-        aa_label=str(d.get("aa_label") or ""),
-        timing=d.get("timing"),
-        rounds_run=d.get("rounds_run"),
-        clocks=d.get("clocks"),
+        upstream_db=upstream_db(run, {"upstream_db": dump(_v(d.upstream_db))}),
+        noise_floor=_v(d.noise_floor),
+        aa=[a.to_dict() for a in _v(d.aa) or []],
+        aa_label=_v(d.aa_label) or "",
+        timing=d.timing.to_dict() if d.timing else None,
+        rounds_run=_v(d.rounds_run),
+        clocks=d.clocks.to_dict() if d.clocks else None,
     )
 
 
 def _run(run: RunView) -> DecodeRun:
     s = run.step(STEP)
     e = DecodeRun.of(run, STEP, s)
-    if s is not None and s.data.get("rows") is not None:
-        e.measured = _data(run, s.data)
+    if s is not None and (d := Stored.DecodeData.from_step(s, run.where)).measured:
+        e.measured = _data(run, d)
     return e
 
 

@@ -16,6 +16,7 @@ import pytest
 from patchkit import options, parsers
 from patchkit.measure import decode, stats
 from patchkit.results import Bundle
+from patchkit.results.data.decode import DecodeData
 from patchkit.run import replay
 from tests.unit.test_report import render, section
 
@@ -69,7 +70,7 @@ def test_a_test_settles_when_every_binary_is_quiet_and_old_runs_keep_one_round_a
     t = {"min_rounds": 1, "max_rounds": 2, "max_noise": 5.0, "max_seconds": 0.0, "aa": True}
     _, d = _run(tmp_path, t)
     assert d["rounds_run"] == 1 and all(r["stop"] == "settled" and r["rounds"] == 1 for r in d["rows"])
-    old = decode.DecodeTiming.from_data({"rounds": 3})
+    old = decode.DecodeTiming.from_data(DecodeData.from_dict({"rounds": 3}, "x"))
     assert (old.min_rounds, old.max_rounds, old.aa) == (3, 3, False)
 
 
