@@ -423,7 +423,7 @@ def reparse(bundle: Bundle, old: Step, bins: list[Bins]) -> Step:
         bins,
         model=Path(d.model_path or ""),
         model_info=d.model or {},
-        argvs=d.argvs or ([d.args] if d.args else [[]]),
+        argvs=d.argvs or [[]],
         timing=DecodeTiming.from_data(d),
     )
 

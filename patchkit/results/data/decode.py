@@ -92,8 +92,7 @@ class DecodeData(StepData):
     KIND = "bench:decode"
     model: dict[str, Any] = ABSENT  # the model's description (measure.model.describe / real_info)
     model_path: str = ABSENT  # the GGUF llama-bench ran
-    args: list[str] = ABSENT  # runs before the matrix: the one process's arguments
-    argvs: list[list[str]] = ABSENT  # llama-bench's arguments, one list per process of a round
+    argvs: list[list[str]] = ABSENT  # llama-bench's arguments, one list per process of a round (format 2: `args`)
     rounds: int = ABSENT  # the least rounds
     rows: list[DecodeCell] = ABSENT  # one per (variant, cell), variants in order, base first
     vs_base: list[DecodeRatio] = ABSENT  # one per (variant, cell) but base
