@@ -6,7 +6,7 @@ import hashlib
 import statistics
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
@@ -21,6 +21,9 @@ from patchkit.option_set import default
 from patchkit.options import Context, RunOptions
 from patchkit.progress import Progress
 from patchkit.results import Bundle, Status, Step, upstreamdb
+from patchkit.results.data import ABSENT
+from patchkit.results.data.decode import DecodeAA, DecodeCell, DecodeData, DecodeRatio, DecodeTimingData
+from patchkit.results.data.kernel import UpstreamDb
 
 # ---------------------------------------------------------------------------------------------
 # Decode: llama-bench, variants interleaved round by round
@@ -88,43 +91,6 @@ def matrix_argvs(
 
 
 @dataclass(frozen=True, kw_only=True)
-class DecodeResult:
-    """What `bench:decode` stores in its step's data (results.json; format 3, patchkit.results.upgrade)."""
-
-    model: dict  # the model's description (measure.model.describe, or the user's file)
-    model_path: str
-    argvs: list[list[str]] = field(default_factory=list)  # llama-bench's arguments, a list per process of a round
-    rounds: int = 1  # the least rounds
-    rows: list[dict] = field(default_factory=list)  # one per (variant, cell): samples, median, interval, logs
-    vs_base: list[dict] = field(default_factory=list)  # one per (variant, cell) but base: ratio, floor, verdict
-    upstream_db: dict | None = None  # llama-bench.sqlite: file, labels
-    # issue 27 (runs with an A/A copy of base): the rounds, each cell's A/A ratio and floor, the clocks
-    timing: dict | None = None
-    rounds_run: int | None = None
-    aa: list[dict] = field(default_factory=list)
-    noise_floor: float | None = None  # the largest cell floor (issue 36; before: the one floor of all cells)
-    aa_label: str = ""
-    clocks: dict | None = None  # runs before hooks (issue 35): GPU clocks; later runs store them in hooks
-    process_seconds: float | None = None
-    hooks: dict | None = None  # hook name -> its data (patchkit.measure.hooks; absent: runs before hooks)
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        if self.timing is None:
-            for k in ("timing", "rounds_run", "aa", "noise_floor", "aa_label", "clocks", "process_seconds"):
-                d.pop(k)
-        for k in ("clocks", "hooks"):
-            if d.get(k, 0) is None:
-                d.pop(k, None)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict) -> DecodeResult:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
-
-
-@dataclass(frozen=True, kw_only=True)
 class DecodeTiming:
     """Kernel timing's rounds for llama-bench (patchkit.measure.kernel.Timing): every test runs at least
     `min_rounds` interleaved rounds on every binary, base's A/A copy included; a test is settled when
@@ -145,10 +111,11 @@ class DecodeTiming:
         return max(self.min_rounds, self.max_rounds)
 
     @classmethod
-    def from_data(cls, d: dict) -> DecodeTiming:
-        if "timing" in d:
-            return cls(**{"per_cell": False, **d["timing"]})
-        n = int(d.get("rounds") or 1)
+    def from_data(cls, d: DecodeData) -> DecodeTiming:
+        """The timing a stored step ran with (runs before issue 36: one floor; before issue 27: no A/A copy)."""
+        if d.timing is not ABSENT:
+            return cls(**{"per_cell": False, **d.timing.to_dict()})
+        n = int(d.rounds or 1)
         return cls(min_rounds=n, max_rounds=n, aa=False, per_cell=False)
 
 
@@ -293,10 +260,10 @@ def run_decode(
     aa_label = f"{base.variant}{AA}" if base is not None and t.aa else ""
     aa = _aa(st.rows, tests, base.variant if base else "base", aa_label, t.per_cell)
     floors = _floors(aa) if aa_label else {}
-    floor = max(floors.values(), default=0.0) if t.per_cell else stats.noise_floor([a["ratio"] for a in aa])
+    floor = max(floors.values(), default=0.0) if t.per_cell else stats.noise_floor([a.ratio for a in aa])
     db = upstream_db(bundle, upstreamdb.LLAMA_BENCH_DB, st.runs, st.errors)
     shown = [v for v in order if v != aa_label]
-    result = DecodeResult(
+    result = DecodeData(
         model=model_info,
         model_path=str(model),
         argvs=[[str(a) for a in argv] for argv in argvs],
@@ -305,19 +272,17 @@ def run_decode(
             _summary(st.rows[(v, k)], st if aa_label else None, k) for k in tests for v in shown if (v, k) in st.rows
         ],
         vs_base=_vs_base(st.rows, tests, shown, floors if t.per_cell else floor, t),
-        upstream_db=db,
+        upstream_db=UpstreamDb(**db) if db else db,
     )
     if aa_label:  # issue 27: rounds, the A/A copy and its floor, the clocks (older runs have none of these)
-        result = replace(
-            result,
-            timing=asdict(t),
-            rounds_run=r,
-            aa=aa,
-            noise_floor=floor,
-            aa_label=aa_label,
-            hooks=hooks.data() or None,
-            process_seconds=round(st.seconds, 1),
-        )
+        result.timing = DecodeTimingData(**asdict(t))
+        result.rounds_run = r
+        result.aa = aa
+        result.noise_floor = floor
+        result.aa_label = aa_label
+        if hd := hooks.data():
+            result.hooks = hd
+        result.process_seconds = round(st.seconds, 1)
     return Step(
         name="bench:decode",
         status=Status.ERROR if st.errors else Status.OK,
@@ -328,12 +293,12 @@ def run_decode(
     )
 
 
-def _floors(aa: list[dict]) -> dict[tuple, float]:
+def _floors(aa: list[DecodeAA]) -> dict[tuple, float]:
     """Each cell's own A/A floor (issue 36), by the cell's identity; runs before it: one floor for all."""
-    return {tuple(a["ident"]): float(a["floor"]) for a in aa if "floor" in a}
+    return {tuple(a.ident): float(a.floor) for a in aa if a.floor is not ABSENT}
 
 
-def _aa(rows: dict, tests: list, base: str, aa_label: str, per_cell: bool = True) -> list[dict]:
+def _aa(rows: dict, tests: list, base: str, aa_label: str, per_cell: bool = True) -> list[DecodeAA]:
     """Each cell's A/A ratio (base's copy against base) and the cell's own floor from it (stats.cell_floor)."""
     out = []
     for k in tests:
@@ -344,7 +309,7 @@ def _aa(rows: dict, tests: list, base: str, aa_label: str, per_cell: bool = True
         s = stats.summarize(aa["samples_ts"])
         one = {"test": ref["test"], "depth": ref["depth"], **rr.to_dict()}
         cell = {"floor": stats.cell_floor(rr), "ident": list(k)} if per_cell else {}
-        out.append({**one, "median_ts": s.median, **cell})
+        out.append(DecodeAA(**one, median_ts=s.median, **cell))
     return out
 
 
@@ -360,23 +325,25 @@ def _row(variant: str, rec) -> dict:
     }
 
 
-def _summary(row: dict, st: _State | None = None, ident: tuple = ()) -> dict:
+def _summary(row: dict, st: _State | None = None, ident: tuple = ()) -> DecodeCell:
     s = stats.summarize(row["samples_ts"])
     more = {"rounds": len(row["rounds"]), "stop": st.stop.get(ident, "")} if st is not None else {}
-    return {
-        **{k: v for k, v in row.items() if k not in ("logs", "rounds")},
-        **more,
-        "avg_ts": statistics.fmean(row["samples_ts"]),
-        "stddev_ts": statistics.stdev(row["samples_ts"]) if len(row["samples_ts"]) > 1 else 0.0,
-        "median": s.median,
-        "ci_low": s.ci_low,
-        "ci_high": s.ci_high,
-        "log": row["logs"][0],
-        "logs": row["logs"],
-    }
+    return DecodeCell(
+        **{
+            **{k: v for k, v in row.items() if k not in ("logs", "rounds")},
+            **more,
+            "avg_ts": statistics.fmean(row["samples_ts"]),
+            "stddev_ts": statistics.stdev(row["samples_ts"]) if len(row["samples_ts"]) > 1 else 0.0,
+            "median": s.median,
+            "ci_low": s.ci_low,
+            "ci_high": s.ci_high,
+            "log": row["logs"][0],
+            "logs": row["logs"],
+        }
+    )
 
 
-def _vs_base(rows: dict, tests: list, order: list[str], floor: dict | float, t: DecodeTiming) -> list[dict]:
+def _vs_base(rows: dict, tests: list, order: list[str], floor: dict | float, t: DecodeTiming) -> list[DecodeRatio]:
     """Each variant's cell against base's: the ratio and its verdict against the cell's own floor (`floor` by
     identity; a float: one floor for all, the runs before issue 36)."""
     vs = []
@@ -396,7 +363,7 @@ def _vs_base(rows: dict, tests: list, order: list[str], floor: dict | float, t: 
             else:
                 more, verdict = {}, stats.verdict(rr, floor, higher_is_better=True)
             vs.append(
-                {"variant": v, "test": row["test"], "depth": row["depth"], **rr.to_dict(), **more, "verdict": verdict}
+                DecodeRatio(variant=v, test=row["test"], depth=row["depth"], **rr.to_dict(), **more, verdict=verdict)
             )
     return vs
 
@@ -450,14 +417,15 @@ def inputs(built: Built, opts: RunOptions, name: str) -> dict:
 
 
 def reparse(bundle: Bundle, old: Step, bins: list[Bins]) -> Step:
-    d = DecodeResult.from_dict(old.data)
+    # patchkit.run.replay records the resolved `backend` into a step's data for the steps that did not; not ours
+    d = DecodeData.from_dict({k: v for k, v in old.data.items() if k != "backend"}, f"step {old.name!r} data")
     return run_decode(
         bundle,
         bins,
-        model=Path(d.model_path),
-        model_info=d.model,
+        model=Path(d.model_path or ""),
+        model_info=d.model or {},
         argvs=d.argvs or [[]],
-        timing=DecodeTiming.from_data(old.data),
+        timing=DecodeTiming.from_data(d),
     )
 
 

@@ -35,8 +35,11 @@ from patchkit.report.fmt import (
 )
 from patchkit.report.kernel import compare_lines, upstream_db
 from patchkit.report.part import Missing, Section, not_run_lines, variants_lacking
-from patchkit.report.runview import RunView, need
+from patchkit.report.runview import RunView
 from patchkit.results import upstreamdb
+from patchkit.results.data import ABSENT
+from patchkit.results.data import decode as Stored
+from patchkit.results.data.base import dump
 
 STEP = "bench:decode"
 STATS = ("samples_ts", "avg_ts", "stddev_ts", "median", "ci_low", "ci_high")
@@ -49,23 +52,29 @@ def key(x: DecodeRow) -> tuple:
     return (x.test, x.depth, *(str(getattr(x, k)) for k in IDENTITY))
 
 
-def _row(run: RunView, x: dict[str, Any]) -> DecodeRow:
-    ident = {k: x.get(k) for k in IDENTITY}
+def _v(x: Any) -> Any:
+    """A stored value, None where an older run did not write it (ABSENT)."""
+    return None if x is ABSENT else x
+
+
+def _row(run: RunView, x: Stored.DecodeCell) -> DecodeRow:
+    ident = {k: _v(getattr(x, k)) for k in IDENTITY}
     ident["n_prompt"] = ident["n_prompt"] or 0
     return DecodeRow(
-        variant=x.get("variant"),
-        test=str(x.get("test") or ""),
-        depth=x.get("depth"),
+        variant=x.variant,
+        test=str(_v(x.test) or ""),
+        depth=x.depth,
         **ident,
-        **{k: x.get(k) for k in STATS},
-        log=run.log(x.get("log")),
-        logs=run.logs(x.get("logs") or ([x["log"]] if x.get("log") else [])),
+        **{k: getattr(x, k) for k in STATS},
+        log=run.log(x.log),
+        logs=run.logs(x.logs or [x.log]),
     )
 
 
-def _ratio(v: dict[str, Any]) -> DecodeRatio:
-    more = {k: x for k, x in v.items() if k not in (*RATIO_KEYS, "test")}
-    return DecodeRatio(test=str(v.get("test") or ""), **{k: v.get(k) for k in RATIO_KEYS}, interval=more)
+def _ratio(v: Stored.DecodeRatio) -> DecodeRatio:
+    d = v.to_dict()
+    more = {k: x for k, x in d.items() if k not in (*RATIO_KEYS, "test")}
+    return DecodeRatio(test=str(v.test), **{k: d.get(k) for k in RATIO_KEYS}, interval=more)
 
 
 def _link(rows: list[DecodeRow], ratios: list[DecodeRatio]) -> None:
@@ -83,39 +92,34 @@ def _link(rows: list[DecodeRow], ratios: list[DecodeRatio]) -> None:
         seen[k] = seen.get(k, 0) + 1
 
 
-def _data(run: RunView, d: dict[str, Any]) -> DecodeData:
-    where = f"{run.where}: {STEP}"
+def _data(run: RunView, d: Stored.DecodeData) -> DecodeData:
     hidden = set(run.same_code)
-    rows = []
-    for i, x in enumerate(d["rows"]):
-        for k in ("variant", "depth", "median", "ci_low", "ci_high", "samples_ts"):
-            need(x, k, f"{where} row {i}")
-        rows.append(_row(run, x))
-    ratios = [_ratio(v) for v in d.get("vs_base") or []]
+    rows = [_row(run, x) for x in d.rows]
+    ratios = [_ratio(v) for v in _v(d.vs_base) or []]
     _link(rows, ratios)
     return DecodeData(
-        model=d.get("model") or {},
-        model_path=d.get("model_path"),
-        argvs=[[str(a) for a in argv] for argv in d.get("argvs") or []],
-        rounds=d.get("rounds"),
+        model=_v(d.model) or {},
+        model_path=_v(d.model_path),
+        argvs=_v(d.argvs) or [],
+        rounds=_v(d.rounds),
         rows=[x for x in rows if x.variant not in hidden],
         vs_base=[v for v in ratios if v.variant not in hidden],
-        upstream_db=upstream_db(run, d),
-        noise_floor=d.get("noise_floor"),
-        aa=list(d.get("aa") or []),
-        aa_label=str(d.get("aa_label") or ""),
-        timing=d.get("timing"),
-        rounds_run=d.get("rounds_run"),
-        clocks=d.get("clocks"),
-        hooks=d.get("hooks"),
+        upstream_db=upstream_db(run, {"upstream_db": dump(_v(d.upstream_db))}),
+        noise_floor=_v(d.noise_floor),
+        aa=[a.to_dict() for a in _v(d.aa) or []],
+        aa_label=_v(d.aa_label) or "",
+        timing=d.timing.to_dict() if d.timing else None,
+        rounds_run=_v(d.rounds_run),
+        clocks=d.clocks.to_dict() if d.clocks else None,
+        hooks=_v(d.hooks),
     )
 
 
 def _run(run: RunView) -> DecodeRun:
     s = run.step(STEP)
     e = DecodeRun.of(run, STEP, s)
-    if s is not None and s.data.get("rows") is not None:
-        e.measured = _data(run, s.data)
+    if s is not None and (d := Stored.DecodeData.from_step(s, run.where)).measured:
+        e.measured = _data(run, d)
     return e
 
 
@@ -205,8 +209,19 @@ def per_cell(m: DecodeData) -> bool:
     return any(v.interval.get("floor") is not None for v in m.vs_base) or any("floor" in a for a in m.aa)
 
 
+FOLDED = "same"  # the verdict whose cells are folded into one line (settled, no change: a range is enough)
+FOLD_CAPTION = (
+    "Cells judged 'same' at one test and depth are folded into one row per variant: their micro-batch sizes, "
+    "the lowest to highest median t/s and speedup, and their floors; every other verdict has its own row."
+)
+
+
 def _rows(e: DecodeRun, m: DecodeData, order: list[str], base: str, kv: bool) -> list[list[str]]:
-    out = []
+    """One row per cell and variant pair, in the order llama-bench ran them; a variant's cells judged 'same' at
+    one test and depth (their micro-batches) folded into one row where two or more are (`_folded`); noisy, too
+    few samples, faster and slower always shown, each on its own row."""
+    out: list[list[str] | tuple] = []
+    same: dict[tuple, list[tuple[DecodeRow | None, DecodeRow]]] = {}
     for _, by in tests_of(m, order):
         any_row = next(iter(by.values()))
         lead = [e.gpu, _model_cell(any_row, m), str(any_row.n_ubatch or DASH), any_row.test]
@@ -216,8 +231,46 @@ def _rows(e: DecodeRun, m: DecodeData, order: list[str], base: str, kv: bool) ->
         if not others:
             out.append([*lead, _ts(by.get(base))])
         for v in others:
-            out.append([*lead, code(v), _ts(by.get(base)), _ts(by[v]), *_speedup(by[v].ratio)])
-    return out
+            r = by[v].ratio
+            if r is not None and r.verdict == FOLDED:
+                k = (v, *lead[:2], *lead[3:])
+                if k not in same:
+                    out.append(k)
+                    same[k] = []
+                same[k].append((by.get(base), by[v]))
+                continue
+            out.append([*lead, code(v), _ts(by.get(base)), _ts(by[v]), *_speedup(r)])
+    return [x if isinstance(x, list) else _folded(x, same[x]) for x in out]
+
+
+def _span(xs: list[float], kind: str) -> str:
+    lo, hi = min(xs), max(xs)
+    return num(lo, kind) if num(lo, kind) == num(hi, kind) else f"{num(lo, kind)} to {num(hi, kind)}"
+
+
+def _folded(k: tuple, cells: list[tuple[DecodeRow | None, DecodeRow]]) -> list[str]:
+    """A variant's 'same' cells of one test and depth: one cell as it is, several as one row of ranges (the
+    micro-batches listed, the medians' and speedups' lowest to highest, the floors' range)."""
+    v, gpu, model, *rest = k
+    if len(cells) == 1:
+        ref, x = cells[0]
+        return [gpu, model, str(x.n_ubatch or DASH), *rest, code(v), _ts(ref), _ts(x), *_speedup(x.ratio)]
+    ubs = ", ".join(str(x.n_ubatch or DASH) for _, x in cells) + f" ({len(cells)} cells)"
+    refs = [ref.median for ref, _ in cells if ref is not None]
+    ratios = [x.ratio for _, x in cells if x.ratio is not None]
+    floors = [float(r.interval["floor"]) for r in ratios if r.interval.get("floor") is not None]
+    word = verdict_word(FOLDED) + (f" (floors {_span([100 * f for f in floors], 'pct')} %)" if floors else "")
+    return [
+        gpu,
+        model,
+        ubs,
+        *rest,
+        code(v),
+        _span(refs, "ts") if refs else DASH,
+        _span([x.median for _, x in cells], "ts"),
+        _span([r.ratio for r in ratios], "ratio"),
+        word,
+    ]
 
 
 def _captions(have: list[tuple[DecodeRun, DecodeData]], base: str, kv: bool, multi: bool) -> list[str]:
@@ -334,16 +387,19 @@ def markdown(ev: Evidence, multi: bool) -> list[Block]:
         logs += e.logs
         rows += _rows(e, m, order, base, kv)
     cpu = all(e.gpu.startswith("CPU only") for e, _ in have)  # a CPU run's column names the CPU, no GPU words
-    header = ["CPU" if cpu else "GPU", "Model", "Microbatch", "Test", *(["K/V"] if kv else [])]
+    header = ["CPU" if cpu else "GPU", "Model", "Microbatch size", "Test", *(["K/V"] if kv else [])]
     header += [f"t/s {base}"] if len(order) == 1 else ["variant", f"t/s {base}", "t/s variant", "Speedup", "verdict"]
-    inner = [table(header, rows), logs_line(logs), *[text(c) for c in _captions(have, base, kv, multi)]]
+    caps = _captions(have, base, kv, multi)
+    if any(r[2].endswith(" cells)") for r in rows):
+        caps.insert(0, FOLD_CAPTION)
+    inner = [table(header, rows), logs_line(logs), *[text(c) for c in caps]]
     prefixes = {r.gpu: r.log_prefix for r in ev.runs}
     for e, m in have:
         inner += compare_lines(multi, e.gpu, prefixes.get(e.gpu, ""), m.upstream_db, upstreamdb.LLAMA_BENCH)
-    if ev.plot:
-        inner.append(text(f"![decode t/s by depth]({ev.plot})"))
-    if ev.plot_ubatch:
-        inner.append(text(f"![pp speedup by micro-batch]({ev.plot_ubatch})"))
+    plots = [f"![decode t/s by depth]({ev.plot})"] if ev.plot else []
+    plots += [f"![pp speedup by micro-batch]({ev.plot_ubatch})"] if ev.plot_ubatch else []
+    if plots:  # side by side: one paragraph
+        inner.append(text(" ".join(plots)))
     return [*out, details(_gist(have, order), inner)]
 
 

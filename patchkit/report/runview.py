@@ -12,6 +12,7 @@ from typing import Any
 
 from patchkit.errors import ReportError
 from patchkit.results import Bundle, Step
+from patchkit.results.data.decode import DecodeData
 from patchkit.results.data.kernel import KernelData
 
 
@@ -116,8 +117,8 @@ class RunView:
         if k is not None and (kd := KernelData.from_step(k, self.where)).measured:
             out |= {lab.split("#", 1)[0] for c in kd.cases for lab in c.variants}
         d = self.step("bench:decode")
-        if d is not None:
-            out |= {str(r.get("variant")) for r in d.data.get("rows") or []}
+        if d is not None and (dd := DecodeData.from_step(d, self.where)).measured:
+            out |= {r.variant for r in dd.rows}
         n = self.step("numerics")
         if n is not None:
             out |= {str(p.get("b")) for p in n.data.get("pairs") or []}

@@ -16,6 +16,7 @@ import pytest
 from patchkit import options, parsers
 from patchkit.measure import decode, stats
 from patchkit.results import Bundle
+from patchkit.results.data.decode import DecodeData
 from patchkit.run import replay
 from tests.unit.test_report import render, section
 
@@ -69,7 +70,7 @@ def test_a_test_settles_when_every_binary_is_quiet_and_old_runs_keep_one_round_a
     t = {"min_rounds": 1, "max_rounds": 2, "max_noise": 5.0, "max_seconds": 0.0, "aa": True}
     _, d = _run(tmp_path, t)
     assert d["rounds_run"] == 1 and all(r["stop"] == "settled" and r["rounds"] == 1 for r in d["rows"])
-    old = decode.DecodeTiming.from_data({"rounds": 3})
+    old = decode.DecodeTiming.from_data(DecodeData.from_dict({"rounds": 3}, "x"))
     assert (old.min_rounds, old.max_rounds, old.aa) == (3, 3, False)
 
 
@@ -152,3 +153,22 @@ def test_recorded_matrix_process_prefills_its_depth_once_and_gives_a_cell_per_mi
     recs = parsers.parse_llama_bench_json((FIX / "bench_matrix_pp_base.json").read_text(), "base")
     assert [(r.n_ubatch, r.n_depth) for r in recs] == [(u, d) for u in (16, 4, 1) for d in (0, 256)]
     assert len({decode.identity(r) for r in recs}) == 6
+
+
+def test_stored_decode_data_is_strict_and_round_trips_a_committed_step():
+    """bench:decode's data is one class (patchkit.results.data.decode): a committed matrix step loads and dumps
+    back unchanged; a misspelt or mistyped key is one line naming the step, the cell and the key."""
+    from patchkit.errors import ResultsError
+    from patchkit.results.upgrade import upgrade
+
+    p = ROOT / "examples" / "cpu-matrix-real" / "run" / "results.json"
+    d = upgrade(json.loads(p.read_text())["steps"])["bench:decode"]["data"]
+    typed = DecodeData.from_dict(d, str(p))
+    assert typed.to_dict() == d and typed.measured and typed.timing.per_cell is True
+    assert {v.verdict for v in typed.vs_base} <= {"same", "faster", "slower", "noisy", "too few samples"}
+    bad = json.loads(json.dumps(d))
+    bad["rows"][1]["medain"] = bad["rows"][1].pop("median")
+    with pytest.raises(ResultsError, match=r"x: data\.rows\[1\]: unknown key 'medain'"):
+        DecodeData.from_dict(bad, "x: data")
+    with pytest.raises(ResultsError, match=r"data\.vs_base\[0\]\.ratio: expected a number, got str"):
+        DecodeData.from_dict({**d, "vs_base": [{**d["vs_base"][0], "ratio": "1.0"}]}, "x: data")

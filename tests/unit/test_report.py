@@ -1000,6 +1000,9 @@ def test_kernel_table_numbers_equal_results_and_raw_logs(tmp_path):
     assert sec.count("<details>") == 1 and "no measurable change" not in sec
 
 
+DECODE_HEADER = ["Model", "Microbatch size", "Test", "variant", "t/s base", "t/s variant", "Speedup", "verdict"]
+
+
 def test_decode_table_numbers_equal_results_and_raw_logs(tmp_path):
     p = full_bundle(tmp_path / "r1")
     data = json.loads((p / "results.json").read_text())["steps"]["bench:decode"]["data"]
@@ -1008,7 +1011,7 @@ def test_decode_table_numbers_equal_results_and_raw_logs(tmp_path):
         assert next(r for r in recs if r.n_depth == row["depth"]).samples_ts == tuple(row["samples_ts"])
     sec = section(render(p), "### Decode")
     (tab,) = tables(sec)
-    assert tab[0] == ["GPU", "Model", "Microbatch", "Test", "variant", "t/s base", "t/s variant", "Speedup", "verdict"]
+    assert tab[0] == ["GPU", *DECODE_HEADER]
     assert [(r[3], r[4]) for r in tab[1:]] == [
         (t, f"`{v}`") for t in ("tg32", "tg32 @ d32768") for v in ("+0001", "+0001+0002")
     ]
@@ -1055,7 +1058,7 @@ def test_real_cpu_fixtures_render_their_parsed_numbers(tmp_path):
         assert row[4].startswith(fmt(r2.time_us / r1.time_us, "ratio"))  # row[3]: the case's A/A floor
     # decode: the medians of the real llama-bench samples (two real runs of base)
     (tab,) = tables(section(md, "### Decode"))
-    assert tab[0] == ["CPU", "Model", "Microbatch", "Test", "t/s base"]  # base only; a CPU run: no GPU words
+    assert tab[0] == ["CPU", "Model", "Microbatch size", "Test", "t/s base"]  # base only; a CPU run: no GPU words
     for prow, row in zip(parsed["decode_rows"], tab[1:]):
         # rows of older results.json files have no `test`: derived as llama-bench prints it
         assert row[3] == (f"tg8 @ d{prow['depth']}" if prow["depth"] else "tg8")
@@ -1669,7 +1672,7 @@ def test_decode_pp_and_tg_at_two_depths_are_each_their_own_row(tmp_path, capsys)
     md = render(run)
     sec = section(md, "### Decode")
     (tab,) = tables(sec)
-    assert tab[0] == ["CPU", "Model", "Microbatch", "Test", "variant", "t/s base", "t/s variant", "Speedup", "verdict"]
+    assert tab[0] == ["CPU", *DECODE_HEADER]
     assert [r[3] for r in tab[1:]] == tests and {r[4] for r in tab[1:]} == {"`+0001`"}
     assert all(r[0].startswith("CPU only") for r in tab[1:])  # the CPU's own column names it
     assert {(r[1], r[2]) for r in tab[1:]} == {("llama ?B all F32", "512")}

@@ -9,8 +9,8 @@ ResultsError naming the step and the key. A field an older format did not write 
 and is left out of `to_dict()` again, so that `from_dict(d).to_dict() == d` for every stored step.
 docs/results-schema.md is generated from these classes (scripts/results_schema.py).
 
-Converted: bench:kernel (kernel.py). Not yet: test:*, build/check, bench:path, bench:occupancy;
-bench:decode and numerics are being rewritten and stay dicts until then.
+Converted: bench:kernel (kernel.py), bench:decode (decode.py). Not yet: test:*, build/check, bench:path,
+bench:occupancy; numerics is being rewritten and stays a dict until then.
 """
 
 from patchkit.results.data.base import ABSENT, Data, StepData
