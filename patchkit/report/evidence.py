@@ -20,7 +20,9 @@ from typing import Any, TypeVar
 from patchkit.report.runview import RunView
 from patchkit.results import Step
 from patchkit.results.data import Data
+from patchkit.results.data import check as check_data
 from patchkit.results.data import kernel as kernel_data
+from patchkit.results.data import path as path_data
 
 REPORT_SCHEMA = 1
 R = TypeVar("R", bound="StepRun")
@@ -148,21 +150,11 @@ class BuildConfig:
 
 
 @dataclass(kw_only=True)
-class CheckItem:
-    variant: Any
-    arch: Any
-    source: Any
-    ok: Any
-    error: Any
-    cleared: Any = ""  # not compiled: the change does not reach it ([[affects]] units)
-
-
-@dataclass(kw_only=True)
 class CheckConfig:
     config: str
     status: str
     reason: str
-    items: list[CheckItem]
+    items: list[check_data.CheckItem]  # as stored, `cleared` '' where absent
     logs: list[str]
 
 
@@ -282,14 +274,14 @@ class Kernel:
 @dataclass(kw_only=True)
 class PathCase:
     params: str
-    variants: dict[str, list[dict[str, Any]]]  # variant -> kernels (name, count, share)
+    variants: dict[str, list[path_data.PathKernel]]  # variant -> its kernels (as stored)
     short: str = ""
 
 
 @dataclass(kw_only=True)
 class PathData:
     cases: list[PathCase]
-    launch_count: Any
+    launch_count: int | None  # ncu --launch-count (None: not recorded)
 
 
 @dataclass(kw_only=True)

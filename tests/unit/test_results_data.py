@@ -20,8 +20,7 @@ def _stored(kind: str) -> list[tuple[Path, dict]]:
     out = []
     for p in RUNS:
         steps = upgrade(json.loads(p.read_text()).get("steps") or {})
-        if kind in steps:
-            out.append((p, steps[kind]["data"]))
+        out += [(p, s["data"]) for n, s in steps.items() if n == kind or (kind.endswith(":") and n.startswith(kind))]
     return out
 
 
