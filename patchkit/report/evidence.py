@@ -23,6 +23,7 @@ from patchkit.results.data import Data
 from patchkit.results.data import check as check_data
 from patchkit.results.data import kernel as kernel_data
 from patchkit.results.data import path as path_data
+from patchkit.results.data import test as test_data
 
 REPORT_SCHEMA = 1
 R = TypeVar("R", bound="StepRun")
@@ -177,33 +178,27 @@ class BuildsRun:
 
 
 @dataclass(kw_only=True)
-class Backend:
-    name: Any
-    status: Any
-    tests_passed: Any
-    tests_total: Any
-    failing: list[str]
-
-
-@dataclass(kw_only=True)
 class TestVariant:
+    """A variant's stored result (patchkit.results.data.test.TestVariant) as shown: its log from the report's
+    folder, without its logs per process."""
+
     variant: str
-    status: Any
+    status: str
     reason: str
     log: str | None
-    seconds: Any
-    n_ok: Any
-    n_fail: Any
-    n_not_supported: Any
-    backends: list[Backend]
+    seconds: float
+    n_ok: int
+    n_fail: int
+    n_not_supported: int
+    backends: list[test_data.TestBackend]
 
 
 @dataclass(kw_only=True)
 class TestData:
     args: list[str]
-    backend: Any
+    backend: str | None
     variants: list[TestVariant]
-    diff: dict[str, dict[str, list[str]]]  # variant -> new_failures/fixed/disappeared/appeared -> cases
+    diff: dict[str, test_data.TestDiff]  # variant -> its cases against base's
 
 
 @dataclass(kw_only=True)
