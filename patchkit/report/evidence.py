@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from patchkit.report.runview import RunView
 from patchkit.results import Step
 from patchkit.results.data import Data
+from patchkit.results.data import build as build_data
 from patchkit.results.data import check as check_data
 from patchkit.results.data import kernel as kernel_data
 from patchkit.results.data import path as path_data
@@ -127,13 +128,13 @@ class Hardware:
 
 @dataclass(kw_only=True)
 class BuildVariant:
-    variant: Any
-    key: Any
-    head: Any
-    seconds: Any
-    reused: Any
-    log: str | None
-    cleared: Any = None  # {"units": {path: why}, "covered": {file: [units]}} ([[affects]] units)
+    variant: str
+    key: str
+    head: str
+    seconds: float
+    reused: bool
+    log: str | None  # from the report's folder
+    cleared: build_data.ClearedData | None = None  # units not recompiled ([[affects]] units; None: none)
 
 
 @dataclass(kw_only=True)
@@ -142,8 +143,8 @@ class BuildConfig:
     status: str
     reason: str
     seconds: float
-    options: dict[str, Any]
-    cmake_args: list[Any]
+    options: build_data.BuildOptionsData | None  # None: an interrupted build
+    cmake_args: list[str]
     variants: list[BuildVariant]
     logs: list[str]
     same_code: dict[str, str] = field(default_factory=dict)  # variant -> why it compiles to base's code
