@@ -23,6 +23,7 @@ from patchkit.results.data import Data
 from patchkit.results.data import build as build_data
 from patchkit.results.data import check as check_data
 from patchkit.results.data import kernel as kernel_data
+from patchkit.results.data import numerics as numerics_data
 from patchkit.results.data import path as path_data
 from patchkit.results.data import test as test_data
 
@@ -370,19 +371,19 @@ class Decode:
 
 @dataclass(kw_only=True)
 class Pair:
-    a: Any
-    b: Any
-    identical: Any
-    generations: list[dict[str, Any]]  # depth, prompt, identical, first_diff_*, sha256_*, log_a, log_b, ...
-    kld: dict[str, Any] | None  # mean, p99, max, same_top_p, log (or error)
+    a: str
+    b: str
+    identical: bool
+    generations: list[numerics_data.Generation]  # as stored, logs from the report's folder, older keys filled
+    kld: dict[str, float | str] | None  # the stored Kld's keys holding a value (mean, p99, ..., log or error)
 
 
 @dataclass(kw_only=True)
 class NumericsData:
     pairs: list[Pair]
-    depths: Any
-    prompts: Any
-    n_predict: Any
+    depths: list[int]
+    prompts: list[str]
+    n_predict: int
     model: str = ""  # its label (measure.model.label): a real model's GGUF metadata, or synthetic and its shape
     shape: str = ""  # the attention it exercises, from the model's header (measure.model.shape_line)
     shape_from: str = ""  # ', from its GGUF header' for a real model (the synthetic one's is its spec)

@@ -14,6 +14,7 @@ from patchkit.errors import ReportError
 from patchkit.results import Bundle, Step
 from patchkit.results.data.build import BuildData
 from patchkit.results.data.kernel import KernelData
+from patchkit.results.data.numerics import NumericsData
 from patchkit.results.data.test import TestData
 
 
@@ -122,7 +123,7 @@ class RunView:
             out |= {str(r.get("variant")) for r in d.data.get("rows") or []}
         n = self.step("numerics")
         if n is not None:
-            out |= {str(p.get("b")) for p in n.data.get("pairs") or []}
+            out |= {p.b for p in NumericsData.from_step(n, self.where).pairs or []}
         return out
 
     @property
