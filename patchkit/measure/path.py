@@ -154,18 +154,19 @@ def inputs(built: Built, opts: RunOptions, name: str) -> dict:
     return {"op": opts.kernel.op, "path_params": opts.kernel.path_params}
 
 
-def recorded_target(bundle: Bundle) -> tuple[str, str]:
-    """(test-backend-ops device, op) a step profiled: those of the bench:kernel step whose cases it took
-    (bench:path runs on those cases, with that device and op)."""
+def recorded_target(bundle: Bundle, d: PathData) -> tuple[str, str]:
+    """(test-backend-ops device, op) a step profiled: its own record where it has one, else that of the
+    bench:kernel step whose cases it took (bench:path runs on those cases, with that device and op)."""
     kd = KernelData.in_bundle(bundle) or KernelData()
-    if not kd.backend or not kd.op:
-        raise ResultsError(f"{bundle.path}: bench:path: no recorded device and op (no bench:kernel step's)")
-    return kd.backend, kd.op
+    backend, op = d.backend or kd.backend, d.op or kd.op
+    if not backend or not op:
+        raise ResultsError(f"{bundle.path}: bench:path: no recorded device and op (nor a bench:kernel step's)")
+    return backend, op
 
 
 def reparse(bundle: Bundle, old: Step, bins: list[Bins]) -> Step:
     d = PathData.from_step(old, str(bundle.path / "results.json"))
-    backend, op = recorded_target(bundle)
+    backend, op = recorded_target(bundle, d)
     return run_kernel_path(
         bundle,
         bins,

@@ -92,6 +92,7 @@ class OccupancyData(StepData):
     """bench:occupancy. A step that did not run holds only `inputs`."""
 
     KIND = "bench:occupancy"
+    backend: str = ABSENT  # the device a replay resolved (patchkit.run.replay; the runner profiles CUDA0)
     cases: list[OccupancyCase] = ABSENT  # absent: nothing profiled
     env: dict[str, str] = ABSENT  # the environment of the profiled processes (GGML_TEST_PERF_MIN_US=0)
     reused_from: dict[str, str] = ABSENT  # '<variant> case <i>' -> the run whose log was reused (absent: none)

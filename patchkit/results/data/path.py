@@ -30,6 +30,8 @@ class PathData(StepData):
     """bench:path. A step that did not run (no ncu, no cases) holds only `inputs`."""
 
     KIND = "bench:path"
+    backend: str = ABSENT  # test-backend-ops -b (absent: bench:kernel's; a replay records the resolved device)
+    op: str = ABSENT  # the ggml op (absent: bench:kernel's)
     cases: list[PathCase] = ABSENT  # absent: the step profiled nothing
     launch_count: int = ABSENT  # ncu --launch-count: the first launches profiled per variant and case
     reused_from: dict[str, str] = ABSENT  # '<variant> case <i>' -> the run whose log was reused (absent: none)
