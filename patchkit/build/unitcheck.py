@@ -12,7 +12,7 @@ outside the units) is not ok, and a failure outside the units is an item of its 
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 from patchkit import backends, proc
@@ -31,25 +31,13 @@ from patchkit.build import (
 )
 from patchkit.parsers.compiler import failed_objects
 from patchkit.recipe import Recipe
+from patchkit.results.data.check import CheckItem
 from patchkit.series import VariantState
 from patchkit.source import BaseInfo, open_cache_repo, show
 from patchkit.workspace import Workspace
 
 NOT_CONFIGURED = "not built by this configuration (no Ninja target for it)"
 UNFINISHED = "not compiled: Ninja"  # the error of a unit Ninja did not finish (killed, timed out, stopped)
-
-
-@dataclass(frozen=True, kw_only=True)
-class CheckItem:
-    variant: str
-    arch: str
-    source: str
-    ok: bool
-    error: str = ""
-    cleared: str = ""  # not compiled: why (the change does not reach it, or the configuration does not build it)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def _cleared(
@@ -160,8 +148,12 @@ def _check_one(
         return items
     log = logs / f"check-{one.config}-{state.name}.log"
     errs, outside = compile_units(bdir, objs, one, tc, log, f"check {state.name} sm_{arch}", tree)
-    items += [CheckItem(variant=state.name, arch=arch, source=s, ok=not e, error=e) for s, e in errs.items()]
-    items += [CheckItem(variant=state.name, arch=arch, source=o, ok=False, error=e) for o, e in outside.items()]
+    items += [
+        CheckItem(variant=state.name, arch=arch, source=s, ok=not e, error=e, cleared="") for s, e in errs.items()
+    ]
+    items += [
+        CheckItem(variant=state.name, arch=arch, source=o, ok=False, error=e, cleared="") for o, e in outside.items()
+    ]
     n_ok = sum(1 for e in errs.values() if not e)
     print(f"check {state.name} arch {arch}: {n_ok}/{len(objs)} compiled")
     return items

@@ -12,6 +12,7 @@ from patchkit.measure import resources
 from patchkit.measure.tool import Built
 from patchkit.options import RunOptions
 from patchkit.results import Status, Step
+from patchkit.results.data.check import CheckData, CheckKernel
 
 _KV = re.compile(r"type_K=([A-Za-z0-9_]+),type_V=([A-Za-z0-9_]+)")
 _K = re.compile(r"type_K=([A-Za-z0-9_]+)")
@@ -57,12 +58,15 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
     else:
         status, reason = Status.OK, ""
     logs = sorted(b.raw.glob(f"check-*{arch}*.log"))
+    res = resources.from_logs(logs, rel=b.rel)
     return Step(
         name=name,
         status=status,
         reason=reason,
         logs=sorted({b.rel(p) for p in logs}),
-        data={"items": [i.to_dict() for i in items], **resources.from_logs(logs, rel=b.rel)},
+        data=CheckData(
+            items=items, kernels=[CheckKernel(**r) for r in res["kernels"]], resource_errors=res["resource_errors"]
+        ).to_dict(),
     )
 
 

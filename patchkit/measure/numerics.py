@@ -4,18 +4,15 @@ It runs on the real model when one is named ([model] package / path, patchkit.me
 the synthetic one ([numerics] model). The text is real English available offline: the documentation topics the
 Python standard library ships (`pydoc_data.topics`), the prefix of the long-depth generations and the text of
 `llama-perplexity --kl-divergence`. The first differing token is where base's llama-tokenize splits the two
-texts differently (the generated texts retokenized). What it stores is `NumericsResult` (to_dict/from_dict).
+texts differently (the generated texts retokenized). What it stores is patchkit.results.data.numerics.NumericsData.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import sys
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from patchkit import backends, parsers, proc
 from patchkit.errors import ParseError, PatchkitError
@@ -26,6 +23,7 @@ from patchkit.measure.tool import Bins, Built, run_logged
 from patchkit.options import RunOptions
 from patchkit.progress import Progress
 from patchkit.results import Bundle, Status, Step
+from patchkit.results.data.numerics import Generation, Kld, NumericsData, PairResult
 
 # ---------------------------------------------------------------------------------------------
 # Numerics: greedy generations compared, and KL divergence of logits against base
@@ -132,113 +130,7 @@ def _generate(
 # What the step stores (Step.data), typed
 
 
-def _pick(cls, d: dict) -> dict:
-    names = {f.name for f in dataclasses.fields(cls)}
-    return {k: v for k, v in d.items() if k in names}
-
-
-@dataclass(kw_only=True)
-class Generation:
-    """One (depth, prompt) greedy generation of a pair, compared."""
-
-    depth: int
-    prompt: int
-    prompt_tokens: int | None = None
-    identical: bool | None = None  # None: not compared (error)
-    first_diff_char: int | None = None
-    first_diff_token: int | None = None  # in base's llama-tokenize split of the two texts
-    sha256_a: str = ""
-    sha256_b: str = ""
-    log_a: str = ""
-    log_b: str = ""
-    error: str = ""
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> Generation:
-        return cls(**_pick(cls, d))
-
-
-@dataclass(kw_only=True)
-class Kld:
-    """llama-perplexity --kl-divergence of a variant against base's logits."""
-
-    mean: float | None = None
-    p99: float | None = None
-    max: float | None = None
-    same_top_p: float | None = None  # percent
-    log: str = ""
-    error: str = ""
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> Kld:
-        return cls(**_pick(cls, d))
-
-
-@dataclass(kw_only=True)
-class PairResult:
-    a: str
-    b: str
-    identical: bool
-    generations: list[Generation] = field(default_factory=list)
-    kld: Kld | None = None
-
-    def to_dict(self) -> dict:
-        return {
-            "a": self.a,
-            "b": self.b,
-            "identical": self.identical,
-            "generations": [g.to_dict() for g in self.generations],
-            "kld": self.kld.to_dict() if self.kld else None,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict) -> PairResult:
-        return cls(
-            a=str(d.get("a")),
-            b=str(d.get("b")),
-            identical=bool(d.get("identical")),
-            generations=[Generation.from_dict(g) for g in d.get("generations") or []],
-            kld=Kld.from_dict(d["kld"]) if d.get("kld") else None,
-        )
-
-
-@dataclass(kw_only=True)
-class NumericsResult:
-    """Step.data of `numerics` (format 3, patchkit.results.upgrade)."""
-
-    pairs: list[PairResult]
-    depths: list[int]
-    prompts: list[str]
-    n_predict: int
-    model: dict[str, Any] = field(default_factory=dict)  # model.describe / model.real_info, with its label
-    text: str = ""  # where the long-depth prefix and the KL divergence's text came from
-
-    def to_dict(self) -> dict:
-        return {
-            "pairs": [p.to_dict() for p in self.pairs],
-            "depths": list(self.depths),
-            "prompts": list(self.prompts),
-            "n_predict": self.n_predict,
-            "model": dict(self.model),
-            "text": self.text,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict) -> NumericsResult:
-        return cls(
-            pairs=[PairResult.from_dict(p) for p in d.get("pairs") or []],
-            depths=[int(x) for x in d.get("depths") or []],
-            prompts=[str(x) for x in d.get("prompts") or []],
-            n_predict=int(d.get("n_predict") or 0),
-            model=dict(d.get("model") or {}),
-            text=str(d.get("text") or ""),
-        )
+# patchkit.results.data.numerics: NumericsData (was NumericsResult), PairResult, Generation, Kld
 
 
 # ---------------------------------------------------------------------------------------------
@@ -435,7 +327,12 @@ def _compare_pair(
     for (d, pi), (ta, why_a, la, ntok) in sorted(gens["base"].items()):
         tb, why_b, lb, _ = gens[b.variant][(d, pi)]
         if ta is None or tb is None:
-            gl.append(Generation(depth=d, prompt=pi, error=why_a or why_b, log_a=la, log_b=lb))
+            none = {"prompt_tokens": None, "identical": None, "first_diff_char": None, "first_diff_token": None}
+            gl.append(
+                Generation(
+                    depth=d, prompt=pi, **none, sha256_a="", sha256_b="", log_a=la, log_b=lb, error=why_a or why_b
+                )
+            )
             continue
         fd = _first_diff(ta, tb)
         gl.append(
@@ -450,13 +347,20 @@ def _compare_pair(
                 sha256_b=hashlib.sha256(tb.encode()).hexdigest(),
                 log_a=la,
                 log_b=lb,
+                error="",
             )
         )
     ok = [g.identical for g in gl if g.identical is not None]
     k = kld.get(b.variant)
     return PairResult(
-        a=base.variant, b=b.variant, identical=bool(ok) and all(ok), generations=gl, kld=Kld.from_dict(k) if k else None
+        a=base.variant, b=b.variant, identical=bool(ok) and all(ok), generations=gl, kld=_kld(k) if k else None
     )
+
+
+def _kld(k: dict) -> Kld:
+    """A variant's KL divergence as stored: its figures (None where not measured), its log, the error."""
+    figures = {f: k.get(f) for f in ("mean", "p99", "max", "same_top_p")}
+    return Kld(**figures, log=k["log"], error=k.get("error", ""))
 
 
 def run_numerics(
@@ -514,8 +418,8 @@ def run_numerics(
 
         pairs = [_compare_pair(base, b, gens, kld, token_diff) for b in bins if b is not base]
     errors = [g.error for p in pairs for g in p.generations if g.error]
-    result = NumericsResult(
-        pairs=pairs, depths=list(depths), prompts=list(prompts), n_predict=n_predict, text=text_source
+    result = NumericsData(
+        pairs=pairs, depths=list(depths), prompts=list(prompts), n_predict=n_predict, model={}, text=text_source
     )
     return Step(
         name="numerics",

@@ -32,7 +32,9 @@ from patchkit.measure.tool import Bins, Built, completed_from_log, run_logged
 from patchkit.options import RunOptions
 from patchkit.parsers.ncu import LaunchStats
 from patchkit.results import Bundle, Status, Step
+from patchkit.results.data import ABSENT
 from patchkit.results.data.kernel import KernelData
+from patchkit.results.data.occupancy import Launch, OccupancyCase, OccupancyData, OccupancyVariant
 
 STEP = "bench:occupancy"
 # the metrics the step reads (parsers.ncu.OCC_METRICS, by the names ncu's sections print them on the H200) and
@@ -151,15 +153,16 @@ def launch(k: LaunchStats | dict) -> occ.Launch:
     )
 
 
-def launch_record(k: LaunchStats) -> dict:
+def launch_record(k: LaunchStats) -> Launch:
     """A launch as stored: ncu's fields, its blocks per SM and limiters, the formula's answer and whether
     they agree."""
     d = k.to_dict()
+    d["grid"], d["block"] = (list(d[x]) if d[x] is not None else None for x in ("grid", "block"))
     d["blocks_per_sm"], d["limiters"] = k.blocks_per_sm, list(k.limiters)
     f = formula(k)
     d["formula"] = f
     d["selfcheck"] = "error" if "error" in f else ("ok" if f["blocks_per_sm"] == k.blocks_per_sm else "mismatch")
-    return d
+    return Launch.from_dict(d, f"{STEP}: launch {k.id}")
 
 
 def _ops(names: list[str]) -> int:
@@ -189,9 +192,10 @@ def run_occupancy(
             proc.which("ncu")
     except ToolNotFound as e:
         return Step(name=STEP, status=Status.NOT_RUN, reason=f"ncu (Nsight Compute) not available: {e}")
-    out_cases, logs, errors, reused = [], [], [], {}
+    out_cases: list[OccupancyCase] = []
+    logs, errors, reused = [], [], {}
     for i, (p, n) in enumerate(zip(cases, counts)):
-        per: dict[str, dict] = {}
+        per: dict[str, OccupancyVariant] = {}
         for b in bins:
             argv = ncu_argv(b, backend=backend, op=op, params=p, launch_count=n)
             launches, why, log, origin = _profile(bundle, b, i, argv, cache, timeout)
@@ -201,22 +205,22 @@ def run_occupancy(
             if launches is None:
                 errors.append(f"{b.variant} case {i}: {why}")
                 continue
-            per[b.variant] = {
-                "launches": [launch_record(k) for k in launches],
-                "ops": _ops([k.kernel_name for k in launches]),
-                "log": bundle.rel(log),
-            }
-        out_cases.append({"params": p, "launch_count": n, "variants": per})
+            per[b.variant] = OccupancyVariant(
+                launches=[launch_record(k) for k in launches],
+                ops=_ops([k.kernel_name for k in launches]),
+                log=bundle.rel(log),
+            )
+        out_cases.append(OccupancyCase(params=p, launch_count=n, variants=per))
     bad = [
-        f"{v} case {i} launch {k['id']}"
+        f"{v} case {i} launch {k.id}"
         for i, c in enumerate(out_cases)
-        for v, d in c["variants"].items()
-        for k in d["launches"]
-        if k["selfcheck"] != "ok"
+        for v, d in c.variants.items()
+        for k in d.launches
+        if k.selfcheck != "ok"
     ]
     if bad:
         errors.append(f"self-check: the formula's blocks per SM differ from ncu's for {len(bad)} launch(es): {bad[0]}")
-    some = any(c["variants"] for c in out_cases)
+    some = any(c.variants for c in out_cases)
     status = Status.ERROR if errors and not some else (Status.FAIL if errors else Status.OK)
     return Step(
         name=STEP,
@@ -224,7 +228,7 @@ def run_occupancy(
         reason="; ".join(errors),
         seconds=round(time.monotonic() - t0, 1),
         logs=logs,
-        data={"cases": out_cases, "env": ENV, **({"reused_from": reused} if reused else {})},
+        data=OccupancyData(cases=out_cases, env=dict(ENV), reused_from=reused or ABSENT).to_dict(),
     )
 
 
@@ -264,16 +268,16 @@ def inputs(built: Built, opts: RunOptions, name: str) -> dict:
 
 
 def reparse(bundle: Bundle, old: Step, bins: list[Bins]) -> Step:
-    d = old.data
-    cs = d.get("cases", [])
-    profiled = {v for c in cs for v in c.get("variants", {})}  # not those that compile to base's code
+    d = OccupancyData.from_step(old, str(bundle.path / "results.json"))
+    cs = d.cases or []
+    profiled = {v for c in cs for v in c.variants}  # not those that compile to base's code
     s = run_occupancy(
         bundle,
         [b for b in bins if b.variant in profiled],
         backend=backends.CUDA.device,
         op="FLASH_ATTN_EXT",
-        cases=[c["params"] for c in cs],
-        counts=[int(c.get("launch_count", LAUNCH_COUNT)) for c in cs],
+        cases=[c.params for c in cs],
+        counts=[c.launch_count for c in cs],
     )
-    s.data["target_gpus"] = list(d.get("target_gpus", []))
+    s.data["target_gpus"] = list(d.target_gpus or [])
     return s

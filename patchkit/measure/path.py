@@ -12,7 +12,9 @@ from patchkit.measure import reuse
 from patchkit.measure.tool import Bins, Built, completed_from_log, run_parsed
 from patchkit.options import RunOptions
 from patchkit.results import Bundle, Status, Step
+from patchkit.results.data import ABSENT
 from patchkit.results.data.kernel import KernelData
+from patchkit.results.data.path import PathCase, PathData, PathKernel
 
 # ---------------------------------------------------------------------------------------------
 # Kernel path: which kernels each variant launches for each case (Nsight Compute)
@@ -101,10 +103,10 @@ def run_kernel_path(
             proc.which("ncu")
     except ToolNotFound as e:
         return Step(name="bench:path", status=Status.NOT_RUN, reason=f"ncu (Nsight Compute) not available: {e}")
-    out_cases = []
+    out_cases: list[PathCase] = []
     logs, errors = [], []
     for i, p in enumerate(cases):
-        per: dict[str, list[dict]] = {}
+        per: dict[str, list[PathKernel]] = {}
         for b in bins:
             argv = _ncu_argv(b, backend, op, p, launch_count)
             with proc.unstoppable():  # a hold waits for this ncu to end: stopped midway, it blocked the next ncu
@@ -114,12 +116,12 @@ def run_kernel_path(
             if launches is None:
                 continue
             per[b.variant] = [
-                {"name": k.name, "count": k.count, "total_ns": k.total_ns, "share": k.share}
+                PathKernel(name=k.name, count=k.count, total_ns=k.total_ns, share=k.share)
                 for k in parsers.summarize_kernels(launches)
             ]
-        out_cases.append({"params": p, "variants": per})
+        out_cases.append(PathCase(params=p, variants=per))
     status = (
-        Status.ERROR if errors and not any(c["variants"] for c in out_cases) else (Status.FAIL if errors else Status.OK)
+        Status.ERROR if errors and not any(c.variants for c in out_cases) else (Status.FAIL if errors else Status.OK)
     )
     return Step(
         name="bench:path",
@@ -127,7 +129,7 @@ def run_kernel_path(
         reason="; ".join(errors),
         seconds=round(time.monotonic() - t0, 1),
         logs=logs,
-        data={"cases": out_cases, "launch_count": launch_count, **({"reused_from": reused} if reused else {})},
+        data=PathData(cases=out_cases, launch_count=launch_count, reused_from=reused or ABSENT).to_dict(),
     )
 
 
@@ -153,24 +155,24 @@ def inputs(built: Built, opts: RunOptions, name: str) -> dict:
     return {"op": opts.kernel.op, "path_params": opts.kernel.path_params}
 
 
-def recorded_target(bundle: Bundle, d: dict) -> tuple[str, str]:
+def recorded_target(bundle: Bundle, d: PathData) -> tuple[str, str]:
     """(test-backend-ops device, op) a step profiled: its own record where it has one, else that of the
     bench:kernel step whose cases it took (bench:path runs on those cases, with that device and op)."""
     kd = KernelData.in_bundle(bundle) or KernelData()
-    backend, op = d.get("backend") or kd.backend, d.get("op") or kd.op
+    backend, op = d.backend or kd.backend, d.op or kd.op
     if not backend or not op:
         raise ResultsError(f"{bundle.path}: bench:path: no recorded device and op (nor a bench:kernel step's)")
-    return str(backend), str(op)
+    return backend, op
 
 
 def reparse(bundle: Bundle, old: Step, bins: list[Bins]) -> Step:
-    d = old.data
+    d = PathData.from_step(old, str(bundle.path / "results.json"))
     backend, op = recorded_target(bundle, d)
     return run_kernel_path(
         bundle,
         bins,
         backend=backend,
         op=op,
-        cases=[c["params"] for c in d["cases"]],
-        launch_count=d.get("launch_count", 40),
+        cases=[c.params for c in d.cases or []],
+        launch_count=d.launch_count or 40,
     )

@@ -12,13 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchkit import parsers, proc
-from patchkit.errors import ParseError, ToolNotFound
+from patchkit.errors import ParseError, ResultsError, ToolNotFound
 from patchkit.measure import reuse
 from patchkit.measure import shards as sharding
 from patchkit.measure.tool import Bins, Built, completed_from_log, failure, missing_options, run_logged
 from patchkit.options import RunOptions
 from patchkit.progress import Progress
 from patchkit.results import Bundle, Status, Step
+from patchkit.results.data import ABSENT
+from patchkit.results.data.test import TestBackend, TestData, TestDiff, TestVariant
 from patchkit.run.scope import both as scope_both
 
 # ---------------------------------------------------------------------------------------------
@@ -44,7 +46,7 @@ def run_tests(
     `shards`: the split a recorded step used); a process whose (build key, arguments) ran before is
     reused from `cache` (patchkit.measure.reuse) instead of run again."""
     t0 = time.monotonic()
-    per: dict[str, dict] = {}
+    per: dict[str, TestVariant] = {}
     logs: list[str] = []
     cases: dict[str, dict[str, str]] = {}
     bins = iter(bins)
@@ -76,28 +78,23 @@ def run_tests(
         for v, cs in cases.items():
             if v == "base":
                 continue
-            diff[v] = {
-                "new_failures": sorted(n for n, s in cs.items() if s == "fail" and ref.get(n) != "fail"),
-                "fixed": sorted(n for n, s in cs.items() if s == "ok" and ref.get(n) == "fail"),
-                "disappeared": sorted(set(ref) - set(cs)),
-                "appeared": sorted(set(cs) - set(ref)),
-            }
+            diff[v] = TestDiff(
+                new_failures=sorted(n for n, s in cs.items() if s == "fail" and ref.get(n) != "fail"),
+                fixed=sorted(n for n, s in cs.items() if s == "ok" and ref.get(n) == "fail"),
+                disappeared=sorted(set(ref) - set(cs)),
+                appeared=sorted(set(cs) - set(ref)),
+            )
     overall = overall_status(per)
-    reason = "; ".join(f"{v}: {e['reason']}" for v, e in per.items() if e["reason"])
+    reason = "; ".join(f"{v}: {e.reason}" for v, e in per.items() if e.reason)
     return Step(
         name=f"test:{suite}",
         status=overall,
         reason=reason,
         seconds=round(time.monotonic() - t0, 1),
         logs=logs,
-        data={
-            "suite": suite,
-            "args": list(args),
-            "backend": backend,
-            "variants": per,
-            "diff": diff,
-            **({"shards": list(shards)} if shards else {}),
-        },
+        data=TestData(
+            suite=suite, args=list(args), backend=backend, variants=per, diff=diff, shards=list(shards) or ABSENT
+        ).to_dict(),
     )
 
 
@@ -189,81 +186,76 @@ def _record_variant(per: dict, cases: dict, b: Bins, runs: list[_Process], bundl
     entries = [e for e, _ in parts]
     entry = entries[0] if len(entries) == 1 else _merge(entries)
     if len(runs) > 1:
-        entry["logs"] = [bundle.rel(r.log) for r in runs]
+        entry.logs = [bundle.rel(r.log) for r in runs]
     reused = [r.reused_from for r in runs if r.reused_from]
     if reused:
-        entry["reused_from"] = reused[0] if len(reused) == 1 else reused
+        entry.reused_from = reused[0] if len(reused) == 1 else reused
     cases[b.variant] = {k: v for _, c in parts for k, v in c.items()}
     per[b.variant] = entry
 
 
-def _merge(entries: list[dict]) -> dict:
+def _merge(entries: list[TestVariant]) -> TestVariant:
     """One variant's entries of several processes (each its share of the cases) as one."""
     rank = {Status.ERROR.value: 3, Status.FAIL.value: 2, Status.OK.value: 1, Status.NOT_RUN.value: 0}
-    ran = [e for e in entries if e["status"] != Status.NOT_RUN.value] or entries
-    status = max((e["status"] for e in ran), key=lambda st: rank[st])
-    backends: dict[str, dict] = {}
+    ran = [e for e in entries if e.status != Status.NOT_RUN.value] or entries
+    status = max((e.status for e in ran), key=lambda st: rank[st])
+    backends: dict[str, TestBackend] = {}
     for e in entries:
-        for br in e["backends"]:
-            m = backends.setdefault(br["name"], {**br, "tests_passed": 0, "tests_total": 0, "failing": []})
-            if br["tests_total"] is not None:
-                m["tests_passed"] = (m["tests_passed"] or 0) + (br["tests_passed"] or 0)
-                m["tests_total"] = (m["tests_total"] or 0) + br["tests_total"]
-            m["failing"] = sorted(set(m["failing"]) | set(br["failing"]))
-            if rank.get(br["status"], 0) > rank.get(m["status"], 0) or m["status"] == "skipped":
-                m["status"] = br["status"]
-    return {
-        "log": entries[0]["log"],
-        "seconds": max(e["seconds"] for e in entries),
-        "status": status,
-        "reason": "; ".join(e["reason"] for e in entries if e["reason"] and e["status"] == status),
-        "backends": list(backends.values()),
-        **{k: sum(e[k] for e in entries) for k in ("n_ok", "n_fail", "n_not_supported")},
-    }
+        for br in e.backends:
+            m = backends.setdefault(br.name, dataclasses.replace(br, tests_passed=0, tests_total=0, failing=[]))
+            if br.tests_total is not None:
+                m.tests_passed = (m.tests_passed or 0) + (br.tests_passed or 0)
+                m.tests_total = (m.tests_total or 0) + br.tests_total
+            m.failing = sorted(set(m.failing) | set(br.failing))
+            if rank.get(br.status, 0) > rank.get(m.status, 0) or m.status == "skipped":
+                m.status = br.status
+    return TestVariant(
+        log=entries[0].log,
+        seconds=max(e.seconds for e in entries),
+        status=status,
+        reason="; ".join(e.reason for e in entries if e.reason and e.status == status),
+        backends=list(backends.values()),
+        n_ok=sum(e.n_ok for e in entries),
+        n_fail=sum(e.n_fail for e in entries),
+        n_not_supported=sum(e.n_not_supported for e in entries),
+    )
 
 
-def unsupported_only(entry: dict) -> bool:
-    """A variant none of whose cases ran because the backend supports none of them (base of a change that
-    adds an op's support: CUDA0 reports every POOL_1D case "not supported" before recipes/pool1d-cuda's patch)."""
-    return entry["status"] == Status.NOT_RUN.value and entry.get("n_not_supported", 0) > 0 and not entry.get("n_ok")
-
-
-def overall_status(per: dict[str, dict]) -> Status:
+def overall_status(per: dict[str, TestVariant]) -> Status:
     """The suite's status from its variants': failed or errored anywhere is FAIL; no variant ran a case is
     NOT_RUN; a variant that ran nothing is FAIL, unless its backend supports none of the cases and neither
     did base's (the series adds the support later, or this variant is base): a variant that lost support
     base had fails."""
-    statuses = [Status(e["status"]) for e in per.values()]
+    statuses = [Status(e.status) for e in per.values()]
     if any(s in (Status.ERROR, Status.FAIL) for s in statuses):
         return Status.FAIL
     if statuses and all(s == Status.NOT_RUN for s in statuses):
         return Status.NOT_RUN
-    base_lacks = "base" in per and unsupported_only(per["base"])
-    if any(e["status"] == Status.NOT_RUN.value and not (unsupported_only(e) and base_lacks) for e in per.values()):
+    base_lacks = "base" in per and per["base"].unsupported_only
+    if any(e.status == Status.NOT_RUN.value and not (e.unsupported_only and base_lacks) for e in per.values()):
         return Status.FAIL
     return Status.OK
 
 
-def _entry(r: _Process, bundle: Bundle, backend: str) -> tuple[dict, dict[str, str]]:
+def _entry(r: _Process, bundle: Bundle, backend: str) -> tuple[TestVariant, dict[str, str]]:
     """One test process as an entry of the step's data, and its case results."""
     done, why, log = r.done, r.why, r.log
-    entry: dict = {"log": bundle.rel(log), "seconds": round(done.seconds, 1) if done else 0.0}
+    at = {"log": bundle.rel(log), "seconds": round(done.seconds, 1) if done else 0.0}
     try:
         tr = parsers.parse_test_console(done.stdout if done else "", str(log), partial=bool(why))
     except ParseError as e:
-        entry.update(status=Status.ERROR.value, reason=why or str(e), backends=[], n_ok=0, n_fail=0, n_not_supported=0)
-        return entry, {}
-    backends = []
-    for br in tr.backends:
-        backends.append(
-            {
-                "name": br.name,
-                "status": br.status,
-                "tests_passed": br.tests_passed,
-                "tests_total": br.tests_total,
-                "failing": sorted({c.name for c in br.cases if c.status == "fail"} | set(br.failing_tests or [])),
-            }
+        no = {"backends": [], "n_ok": 0, "n_fail": 0, "n_not_supported": 0}
+        return TestVariant(**at, status=Status.ERROR.value, reason=why or str(e), **no), {}
+    backends = [
+        TestBackend(
+            name=br.name,
+            status=br.status,
+            tests_passed=br.tests_passed,
+            tests_total=br.tests_total,
+            failing=sorted({c.name for c in br.cases if c.status == "fail"} | set(br.failing_tests or [])),
         )
+        for br in tr.backends
+    ]
     run_cases = [c for c in tr.cases if c.status in ("ok", "fail")]
     if why:
         status, reason = Status.ERROR, why
@@ -275,7 +267,8 @@ def _entry(r: _Process, bundle: Bundle, backend: str) -> tuple[dict, dict[str, s
         status, reason = Status.OK, ""
     else:
         status, reason = Status.FAIL, f"{sum(1 for c in run_cases if c.status == 'fail')} failing cases"
-    entry.update(
+    entry = TestVariant(
+        **at,
         status=status.value,
         reason=reason,
         backends=backends,
@@ -334,16 +327,11 @@ def inputs(built: Built, opts: RunOptions, name: str) -> dict:
 
 
 def reparse(bundle: Bundle, old: Step, bins: list[Bins]) -> Step:
-    d = old.data
-    tested = [b for b in bins if b.variant in d.get("variants", {})] or bins
-    return run_tests(
-        bundle,
-        tested,
-        suite=d["suite"],
-        args=tuple(d["args"]),
-        backend=d["backend"],
-        shards=list(d.get("shards") or []),
-    )
+    d = TestData.from_step(old, str(bundle.path / "results.json"))
+    if d.variants is ABSENT:
+        raise ResultsError(f"{bundle.path / 'results.json'}: step {old.name!r} recorded no test run to reparse")
+    tested = [b for b in bins if b.variant in d.variants] or bins
+    return run_tests(bundle, tested, suite=d.suite, args=tuple(d.args), backend=d.backend, shards=list(d.shards or []))
 
 
 _CASE_LINE = re.compile(r"^\s+[A-Z][A-Z0-9_]*\((.*)\): ")  # group 1: the case's params

@@ -22,35 +22,37 @@ from patchkit.report.fmt import (
 from patchkit.report.part import Missing, Section
 from patchkit.report.runview import RunView
 from patchkit.results import Step
+from patchkit.results.data.build import BuildData
 
 STEP = "build:"
 
 
 def _config(run: RunView, s: Step) -> BuildConfig:
-    d = s.data
+    d = BuildData.from_step(s, run.where)
     status, reason = state(s.name, s)
+    same = d.same_code or {}
     return BuildConfig(
         config=s.name.split(":", 1)[1],
         status=status,
         reason=reason,
         seconds=s.seconds,
-        options=d.get("options") or {},
-        cmake_args=d.get("cmake_args") or [],
+        options=d.options or None,  # None: an interrupted build (no options recorded)
+        cmake_args=d.cmake_args or [],
         variants=[
             BuildVariant(
-                variant=v.get("variant"),
-                key=v.get("key"),
-                head=v.get("head"),
-                seconds=v.get("seconds"),
-                reused=v.get("reused"),
-                log=run.log(v.get("log")),
-                cleared=v.get("cleared") or None,
+                variant=v.variant,
+                key=v.key,
+                head=v.head,
+                seconds=v.seconds,
+                reused=v.reused,
+                log=run.log(v.log),
+                cleared=v.cleared if v.cleared and v.cleared.to_dict() else None,  # {}: shown as none
             )
-            for v in d.get("variants") or []
+            for v in d.variants or []
         ],
         logs=run.logs(s.logs),
-        same_code={str(k): str(v) for k, v in (d.get("same_code") or {}).items() if str(k) in run.same_code},
-        same_code_measured=[str(k) for k in d.get("same_code") or {} if str(k) not in run.same_code] or None,
+        same_code={k: why for k, why in same.items() if k in run.same_code},
+        same_code_measured=[k for k in same if k not in run.same_code] or None,
     )
 
 
@@ -70,9 +72,9 @@ def _notes(multi: bool, gpu: str, c: BuildConfig) -> list[str]:
         for v in c.same_code_measured or []
     ]
     for v in c.variants:
-        if v.cleared and v.cleared.get("units"):
-            files = ", ".join(code(f) for f in v.cleared.get("covered") or {})
-            n = len(v.cleared["units"])
+        if v.cleared and v.cleared.units:
+            files = ", ".join(code(f) for f in v.cleared.covered or {})
+            n = len(v.cleared.units)
             notes.append(
                 pre + f"{code(v.variant)}: {plural(n, 'unit')} including {files} not recompiled: only rows of a "
                 "recipe `[[affects]]` rule changed there, and its `uses` says these units do not read them "

@@ -2,28 +2,27 @@
 
 from __future__ import annotations
 
-from patchkit.report.evidence import CheckConfig, CheckItem, Evidence, state
+import dataclasses
+
+from patchkit.report.evidence import CheckConfig, Evidence, state
 from patchkit.report.fmt import Block, code, details, gpu_col, logs_line, prefix, state_label, table, text
 from patchkit.report.not_tested import cc
 from patchkit.report.part import Missing, Section
 from patchkit.report.runview import RunView
 from patchkit.results import Step
+from patchkit.results.data.check import CheckData
 
 STEP = "check:"
 
 
 def _config(run: RunView, s: Step) -> CheckConfig:
     status, reason = state(s.name, s)
+    d = CheckData.from_step(s, run.where)
     return CheckConfig(
         config=s.name.split(":", 1)[1],
         status=status,
         reason=reason,
-        items=[
-            CheckItem(
-                **{k: it.get(k) for k in ("variant", "arch", "source", "ok", "error")}, cleared=it.get("cleared") or ""
-            )
-            for it in s.data.get("items") or []
-        ],
+        items=[dataclasses.replace(it, cleared=it.cleared or "") for it in d.items or []],  # shown: '' when absent
         logs=run.logs(s.logs),
     )
 

@@ -20,7 +20,12 @@ from typing import Any, TypeVar
 from patchkit.report.runview import RunView
 from patchkit.results import Step
 from patchkit.results.data import Data
+from patchkit.results.data import build as build_data
+from patchkit.results.data import check as check_data
 from patchkit.results.data import kernel as kernel_data
+from patchkit.results.data import numerics as numerics_data
+from patchkit.results.data import path as path_data
+from patchkit.results.data import test as test_data
 
 REPORT_SCHEMA = 1
 R = TypeVar("R", bound="StepRun")
@@ -124,13 +129,13 @@ class Hardware:
 
 @dataclass(kw_only=True)
 class BuildVariant:
-    variant: Any
-    key: Any
-    head: Any
-    seconds: Any
-    reused: Any
-    log: str | None
-    cleared: Any = None  # {"units": {path: why}, "covered": {file: [units]}} ([[affects]] units)
+    variant: str
+    key: str
+    head: str
+    seconds: float
+    reused: bool
+    log: str | None  # from the report's folder
+    cleared: build_data.ClearedData | None = None  # units not recompiled ([[affects]] units; None: none)
 
 
 @dataclass(kw_only=True)
@@ -139,8 +144,8 @@ class BuildConfig:
     status: str
     reason: str
     seconds: float
-    options: dict[str, Any]
-    cmake_args: list[Any]
+    options: build_data.BuildOptionsData | None  # None: an interrupted build
+    cmake_args: list[str]
     variants: list[BuildVariant]
     logs: list[str]
     same_code: dict[str, str] = field(default_factory=dict)  # variant -> why it compiles to base's code
@@ -148,21 +153,11 @@ class BuildConfig:
 
 
 @dataclass(kw_only=True)
-class CheckItem:
-    variant: Any
-    arch: Any
-    source: Any
-    ok: Any
-    error: Any
-    cleared: Any = ""  # not compiled: the change does not reach it ([[affects]] units)
-
-
-@dataclass(kw_only=True)
 class CheckConfig:
     config: str
     status: str
     reason: str
-    items: list[CheckItem]
+    items: list[check_data.CheckItem]  # as stored, `cleared` '' where absent
     logs: list[str]
 
 
@@ -185,33 +180,27 @@ class BuildsRun:
 
 
 @dataclass(kw_only=True)
-class Backend:
-    name: Any
-    status: Any
-    tests_passed: Any
-    tests_total: Any
-    failing: list[str]
-
-
-@dataclass(kw_only=True)
 class TestVariant:
+    """A variant's stored result (patchkit.results.data.test.TestVariant) as shown: its log from the report's
+    folder, without its logs per process."""
+
     variant: str
-    status: Any
+    status: str
     reason: str
     log: str | None
-    seconds: Any
-    n_ok: Any
-    n_fail: Any
-    n_not_supported: Any
-    backends: list[Backend]
+    seconds: float
+    n_ok: int
+    n_fail: int
+    n_not_supported: int
+    backends: list[test_data.TestBackend]
 
 
 @dataclass(kw_only=True)
 class TestData:
     args: list[str]
-    backend: Any
+    backend: str | None
     variants: list[TestVariant]
-    diff: dict[str, dict[str, list[str]]]  # variant -> new_failures/fixed/disappeared/appeared -> cases
+    diff: dict[str, test_data.TestDiff]  # variant -> its cases against base's
 
 
 @dataclass(kw_only=True)
@@ -285,14 +274,14 @@ class Kernel:
 @dataclass(kw_only=True)
 class PathCase:
     params: str
-    variants: dict[str, list[dict[str, Any]]]  # variant -> kernels (name, count, share)
+    variants: dict[str, list[path_data.PathKernel]]  # variant -> its kernels (as stored)
     short: str = ""
 
 
 @dataclass(kw_only=True)
 class PathData:
     cases: list[PathCase]
-    launch_count: Any
+    launch_count: int | None  # ncu --launch-count (None: not recorded)
 
 
 @dataclass(kw_only=True)
@@ -386,19 +375,19 @@ class Decode:
 
 @dataclass(kw_only=True)
 class Pair:
-    a: Any
-    b: Any
-    identical: Any
-    generations: list[dict[str, Any]]  # depth, prompt, identical, first_diff_*, sha256_*, log_a, log_b, ...
-    kld: dict[str, Any] | None  # mean, p99, max, same_top_p, log (or error)
+    a: str
+    b: str
+    identical: bool
+    generations: list[numerics_data.Generation]  # as stored, logs from the report's folder, older keys filled
+    kld: dict[str, float | str] | None  # the stored Kld's keys holding a value (mean, p99, ..., log or error)
 
 
 @dataclass(kw_only=True)
 class NumericsData:
     pairs: list[Pair]
-    depths: Any
-    prompts: Any
-    n_predict: Any
+    depths: list[int]
+    prompts: list[str]
+    n_predict: int
     model: str = ""  # its label (measure.model.label): a real model's GGUF metadata, or synthetic and its shape
     shape: str = ""  # the attention it exercises, from the model's header (measure.model.shape_line)
     shape_from: str = ""  # ', from its GGUF header' for a real model (the synthetic one's is its spec)

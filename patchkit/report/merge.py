@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from patchkit.report.runview import RunView
+from patchkit.results.data.build import BuildData
 
 ARCH_FLAG = "CMAKE_CUDA_ARCHITECTURES"
 
@@ -35,7 +36,8 @@ def build_options(run: RunView) -> set[str]:
     """The build options of a run as comparable strings (CUDA arch and tool locations left out)."""
     out = {f"cmake flag {x}" for x in run.env.get("cmake_flags") or [] if _option(x)}
     for st in run.steps("build:"):
-        for k, v in sorted((st.data.get("options") or {}).items()):
+        opts = BuildData.from_step(st, run.where).options
+        for k, v in sorted(opts.to_dict().items() if opts else []):
             if k in ("archs", "arch", "jobs"):
                 continue
             vals = v if isinstance(v, list) else [v]

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
 
 from patchkit.measure.model import shape_line
-from patchkit.measure.numerics import NumericsResult, PairResult
 from patchkit.report.evidence import Evidence, Numerics, NumericsData, NumericsRun, Pair
 from patchkit.report.fmt import (
     DASH,
@@ -23,6 +22,9 @@ from patchkit.report.fmt import (
 )
 from patchkit.report.part import Missing, Section, not_run_lines
 from patchkit.report.runview import RunView
+from patchkit.results.data import ABSENT
+from patchkit.results.data import numerics as numerics_data
+from patchkit.results.data.numerics import Generation, PairResult
 
 STEP = "numerics"
 GEN_HEADER = [
@@ -38,8 +40,15 @@ GEN_HEADER = [
 KLD_HEADER = ["pair", "mean KLD", "99 % KLD", "max KLD", "same top p"]
 
 
+def _shown(run: RunView, g: Generation) -> Generation:
+    """A generation as the report shows it: its logs from the report's folder, a key an older run did not
+    write as today's writer says 'none' (Generation.SHOWN)."""
+    older = {k: v for k, v in Generation.SHOWN.items() if getattr(g, k) is ABSENT}
+    return dataclasses.replace(g, **older, log_a=run.log(g.log_a), log_b=run.log(g.log_b))
+
+
 def _pair(run: RunView, p: PairResult) -> Pair:
-    gens = [{**g.to_dict(), "log_a": run.log(g.log_a), "log_b": run.log(g.log_b)} for g in p.generations]
+    gens = [_shown(run, g) for g in p.generations]
     kld = {k: v for k, v in p.kld.to_dict().items() if v is not None and v != ""} if p.kld else None
     if kld and kld.get("log"):
         kld["log"] = run.log(kld["log"])
@@ -49,21 +58,22 @@ def _pair(run: RunView, p: PairResult) -> Pair:
 def _run(run: RunView) -> NumericsRun:
     s = run.step(STEP)
     e = NumericsRun.of(run, STEP, s)
-    if s is not None and s.data.get("pairs") is not None:
-        r = NumericsResult.from_dict(s.data)
+    r = numerics_data.NumericsData.from_step(s, run.where) if s is not None else None
+    if r is not None and r.measured:
         hidden = set(run.same_code)
+        model = r.model or {}  # the model's own description (patchkit.measure.model)
         pairs = [p for p in r.pairs if p.a not in hidden and p.b not in hidden]
         same = run.compiles_to_base
         e.measured = NumericsData(
             pairs=[_pair(run, p) for p in pairs],
-            depths=r.depths,
-            prompts=r.prompts,
-            n_predict=r.n_predict,
-            model=str(r.model.get("label", "")),
-            shape=shape_line(r.model) if r.model.get("head_dim") else "",
-            shape_from="" if r.model.get("synthetic", True) else ", from its GGUF header",
-            licence=str(r.model.get("licence", "")),
-            text=r.text,
+            depths=r.depths or [],
+            prompts=r.prompts or [],
+            n_predict=r.n_predict or 0,
+            model=str(model.get("label", "")),
+            shape=shape_line(model) if model.get("head_dim") else "",
+            shape_from="" if model.get("synthetic", True) else ", from its GGUF header",
+            licence=str(model.get("licence", "")),
+            text=r.text or "",
             same_code={v: same[v] for p in pairs for v in (p.a, p.b) if v in same},
         )
     return e
@@ -74,10 +84,10 @@ def evidence(runs: list[RunView], order: list[str]) -> Numerics:
 
 
 def _summary(pre: str, pair: str, p: Pair) -> str:
-    n_diff = sum(1 for g in p.generations if g.get("identical") is False)
-    n_err = sum(1 for g in p.generations if g.get("identical") is None)
+    n_diff = sum(1 for g in p.generations if g.identical is False)
+    n_err = sum(1 for g in p.generations if g.identical is None)
     if p.generations and n_err == len(p.generations):  # nothing compared: neither identical nor not
-        errs = sorted({str(g.get("error")) for g in p.generations if g.get("error")})
+        errs = sorted({g.error for g in p.generations if g.error})
         return f"{pre}{pair}: not compared (none of its {n_err} generations ran" + (
             f": {'; '.join(errs)})." if errs else ")."
         )
@@ -90,26 +100,22 @@ def _summary(pre: str, pair: str, p: Pair) -> str:
     )
 
 
-def _gen_row(gpu: list[str], pair: str, g: dict[str, Any]) -> list[str]:
-    ident = (
-        yes_no(g.get("identical"))
-        if g.get("identical") is not None
-        else "not compared" + (f": {g['error']}" if g.get("error") else "")
-    )
+def _gen_row(gpu: list[str], pair: str, g: Generation) -> list[str]:
+    ident = yes_no(g.identical) if g.identical is not None else "not compared" + (f": {g.error}" if g.error else "")
     return [
         *gpu,
         pair,
-        str(g.get("depth")),
-        str(g.get("prompt")),
+        str(g.depth),
+        str(g.prompt),
         ident,
-        DASH if g.get("first_diff_char") is None else str(g["first_diff_char"]),
-        DASH if g.get("first_diff_token") is None else str(g["first_diff_token"]),
-        code(str(g.get("sha256_a"))[:12]) if g.get("sha256_a") else DASH,
-        code(str(g.get("sha256_b"))[:12]) if g.get("sha256_b") else DASH,
+        DASH if g.first_diff_char is None else str(g.first_diff_char),
+        DASH if g.first_diff_token is None else str(g.first_diff_token),
+        code(g.sha256_a[:12]) if g.sha256_a else DASH,
+        code(g.sha256_b[:12]) if g.sha256_b else DASH,
     ]
 
 
-def _kld_row(gpu: list[str], pair: str, k: dict[str, Any] | None) -> list[str]:
+def _kld_row(gpu: list[str], pair: str, k: dict[str, float | str] | None) -> list[str]:
     if not k:
         return [*gpu, pair, "not measured", DASH, DASH, DASH]
     if "mean" not in k:
@@ -143,7 +149,7 @@ def markdown(ev: Evidence, multi: bool) -> list[Block]:
             pair = f"{code(p.a)} vs {code(p.b)}"
             summary.append(_summary(pre, pair, p))
             for g in p.generations:
-                logs += [g.get("log_a"), g.get("log_b")]
+                logs += [g.log_a, g.log_b]
                 gen_rows.append(_gen_row(gpu, pair, g))
             if p.kld:
                 kld_logs.append(p.kld.get("log"))
@@ -180,9 +186,9 @@ def _model_lines(m: NumericsData) -> list[str]:
     return out
 
 
-def first_diff(p: Pair) -> dict[str, Any] | None:
+def first_diff(p: Pair) -> Generation | None:
     """The first generation (in the stored order) that differs, None if none does."""
-    return next((g for g in p.generations if g.get("identical") is False), None)
+    return next((g for g in p.generations if g.identical is False), None)
 
 
 def pair_result(p: Pair) -> str:
@@ -191,10 +197,10 @@ def pair_result(p: Pair) -> str:
     if p.identical:
         return f"bit-identical ({n} generation{'s' if n != 1 else ''})"
     g = first_diff(p)
-    n_diff = sum(1 for x in p.generations if x.get("identical") is False)
-    where = f" (first at char {g['first_diff_char']})" if g and g.get("first_diff_char") is not None else ""
-    if where and g and g.get("first_diff_token") is not None:
-        where = where[:-1] + f", token {g['first_diff_token']})"
+    n_diff = sum(1 for x in p.generations if x.identical is False)
+    where = f" (first at char {g.first_diff_char})" if g and g.first_diff_char is not None else ""
+    if where and g and g.first_diff_token is not None:
+        where = where[:-1] + f", token {g.first_diff_token})"
     if not n_diff:
         return "not compared"
     return f"{n_diff} of {n} generations differ{where}"

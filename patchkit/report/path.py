@@ -23,6 +23,7 @@ from patchkit.report.fmt import (
 )
 from patchkit.report.part import Missing, Section, case_lines
 from patchkit.report.runview import RunView, ordered
+from patchkit.results.data import path as path_data
 
 STEP = "bench:path"
 SHOWN = "bench:path"  # the step's name in the report's text (one name everywhere)
@@ -31,17 +32,14 @@ SHOWN = "bench:path"  # the step's name in the report's text (one name everywher
 def _run(run: RunView, order: list[str]) -> PathRun:
     s = run.step(STEP)
     e = PathRun.of(run, SHOWN, s)
-    if s is not None and s.data.get("cases") is not None:
-        cases = []
+    d = path_data.PathData.from_step(s, run.where) if s is not None else None
+    if d is not None and d.measured:
         hidden = set(run.same_code)
-        for c in s.data["cases"]:
-            vs = {k: v for k, v in (c.get("variants") or {}).items() if k not in hidden}
-            cases.append(
-                PathCase(
-                    params=str(c.get("params")), variants={v: [dict(k) for k in vs[v]] for v in ordered(vs, order)}
-                )
-            )
-        e.measured = PathData(cases=cases, launch_count=s.data.get("launch_count"))
+        cases = []
+        for c in d.cases:
+            vs = {k: v for k, v in c.variants.items() if k not in hidden}
+            cases.append(PathCase(params=c.params, variants={v: vs[v] for v in ordered(vs, order)}))
+        e.measured = PathData(cases=cases, launch_count=d.launch_count or None)
     return e
 
 
@@ -50,12 +48,12 @@ def evidence(runs: list[RunView], order: list[str]) -> KernelPath:
 
 
 def _rows(gpu: list[str], c: PathCase) -> list[list[str]]:
-    base = {k["name"] for k in c.variants.get("base") or []}
+    base = {k.name for k in c.variants.get("base") or []}
     rows = []
     for v, ks in c.variants.items():
-        names = {k["name"] for k in ks}
+        names = {k.name for k in ks}
         same = DASH if v == "base" or not base else ("same kernels as base" if names == base else "differs from base")
-        kern = "; ".join(f"{code(kernel_name(k['name']))} x{k['count']}, {pct(100 * k['share'])}" for k in ks) or DASH
+        kern = "; ".join(f"{code(kernel_name(k.name))} x{k.count}, {pct(100 * k.share)}" for k in ks) or DASH
         rows.append([*gpu, code(c.short), code(v), kern, same])
     return rows
 
@@ -93,10 +91,10 @@ def _gist(have: list[tuple[PathRun, PathData]]) -> str:
     cases = [c for _, m in have for c in m.cases]
     differ: dict[str, int] = {}
     for c in cases:
-        base = {k["name"] for k in c.variants.get("base") or []}
+        base = {k.name for k in c.variants.get("base") or []}
         for v, ks in c.variants.items():
             if v != "base" and base:
-                differ[v] = differ.get(v, 0) + ({k["name"] for k in ks} != base)
+                differ[v] = differ.get(v, 0) + ({k.name for k in ks} != base)
     said = ", ".join(f"{v} in {n} of {len(cases)}" for v, n in differ.items())
     return f"kernels launched in {len(cases)} cases (ncu)" + (f"; other kernels than base: {said}" if said else "")
 

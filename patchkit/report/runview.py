@@ -12,8 +12,11 @@ from typing import Any
 
 from patchkit.errors import ReportError
 from patchkit.results import Bundle, Step
+from patchkit.results.data.build import BuildData
 from patchkit.results.data.decode import DecodeData
 from patchkit.results.data.kernel import KernelData
+from patchkit.results.data.numerics import NumericsData
+from patchkit.results.data.test import TestData
 
 
 @dataclass
@@ -100,10 +103,10 @@ class RunView:
     def same_code(self) -> dict[str, str]:
         """variant -> why it compiles to base's code, of the variants that were not measured: the report
         shows no number for them. One that a step measured (`--measure-same-code`) is not among them."""
-        if any(s.data.get("same_code_measured") for s in self.steps("build:")):
+        if any(BuildData.from_step(s, self.where).same_code_measured for s in self.steps("build:")):
             return {}
         # runs before that flag: measured anyway where a step holds its data and no test step left it out
-        left_out = {str(v) for s in self.steps("test:") for v in s.data.get("same_code") or {}}
+        left_out = {v for s in self.steps("test:") for v in TestData.from_step(s, self.where).same_code or {}}
         shown = self.measured_variants - left_out
         return {v: why for v, why in self.compiles_to_base.items() if v not in shown}
 
@@ -112,7 +115,7 @@ class RunView:
         """The variants some step holds measured data of (tests, kernel samples, decode rows, numerics)."""
         out: set[str] = set()
         for s in self.steps("test:"):
-            out |= {str(v) for v, e in (s.data.get("variants") or {}).items() if e.get("status") != "not_run"}
+            out |= {v for v, e in (TestData.from_step(s, self.where).variants or {}).items() if e.status != "not_run"}
         k = self.step("bench:kernel")
         if k is not None and (kd := KernelData.from_step(k, self.where)).measured:
             out |= {lab.split("#", 1)[0] for c in kd.cases for lab in c.variants}
@@ -121,7 +124,7 @@ class RunView:
             out |= {r.variant for r in dd.rows}
         n = self.step("numerics")
         if n is not None:
-            out |= {str(p.get("b")) for p in n.data.get("pairs") or []}
+            out |= {p.b for p in NumericsData.from_step(n, self.where).pairs or []}
         return out
 
     @property

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from patchkit.report.evidence import Backend, Evidence, StepState, Suite, TestData, TestRun, Tests, TestVariant
+from patchkit.report.evidence import Evidence, StepState, Suite, TestData, TestRun, Tests, TestVariant
 from patchkit.report.fmt import (
     DASH,
     Block,
@@ -21,32 +19,26 @@ from patchkit.report.fmt import (
 )
 from patchkit.report.part import Missing, Section, not_run_lines
 from patchkit.report.runview import RunView, ordered
+from patchkit.results.data import ABSENT
+from patchkit.results.data import test as test_data
+from patchkit.results.data.test import TestBackend, TestDiff
 
 STEP = "test:"
 DIFF_KEYS = ("new_failures", "fixed", "disappeared", "appeared")
 HEADER = ["variant", "result", "backend", "backend result", "passed/total", "not supported", "failing"]
 
 
-def _variant(run: RunView, name: str, x: dict[str, Any]) -> TestVariant:
+def _variant(run: RunView, name: str, x: test_data.TestVariant) -> TestVariant:
     return TestVariant(
         variant=name,
-        status=x.get("status"),
-        reason=x.get("reason") or "",
-        log=run.log(x.get("log")),
-        seconds=x.get("seconds"),
-        n_ok=x.get("n_ok"),
-        n_fail=x.get("n_fail"),
-        n_not_supported=x.get("n_not_supported"),
-        backends=[
-            Backend(
-                name=b.get("name"),
-                status=b.get("status"),
-                tests_passed=b.get("tests_passed"),
-                tests_total=b.get("tests_total"),
-                failing=list(b.get("failing") or []),
-            )
-            for b in x.get("backends") or []
-        ],
+        status=x.status,
+        reason=x.reason,
+        log=run.log(x.log),
+        seconds=x.seconds,
+        n_ok=x.n_ok,
+        n_fail=x.n_fail,
+        n_not_supported=x.n_not_supported,
+        backends=x.backends,
     )
 
 
@@ -55,15 +47,15 @@ def _run(run: RunView, suite: str, order: list[str]) -> TestRun:
     s = run.step(name)
     e = TestRun.of(run, name, s)
     if s is not None and s.data:
-        d = s.data
+        d = test_data.TestData.from_step(s, run.where)
         hidden = set(run.same_code)
-        vs = {k: v for k, v in (d.get("variants") or {}).items() if k not in hidden}
-        diff = {k: v for k, v in (d.get("diff") or {}).items() if k not in hidden}
+        vs = {k: v for k, v in (d.variants or {}).items() if k not in hidden}
+        diff = {k: v for k, v in (d.diff or {}).items() if k not in hidden}
         e.measured = TestData(
-            args=[str(a) for a in d.get("args") or []],
-            backend=d.get("backend"),
+            args=d.args or [],
+            backend=None if d.backend is ABSENT else d.backend,
             variants=[_variant(run, v, vs[v]) for v in ordered(vs, order)],
-            diff={v: {k: list(diff[v].get(k) or []) for k in DIFF_KEYS} for v in ordered(diff, order)},
+            diff={v: diff[v] for v in ordered(diff, order)},
         )
     return e
 
@@ -81,11 +73,11 @@ def _variant_result(v: TestVariant) -> str:
     return "passed" if v.status == "ok" else state_label(v.status, v.reason)
 
 
-def _passed(b: Backend) -> str:
+def _passed(b: TestBackend) -> str:
     return DASH if b.tests_total is None else f"{b.tests_passed}/{b.tests_total}"
 
 
-def _backend_result(b: Backend) -> str:
+def _backend_result(b: TestBackend) -> str:
     return {
         "ok": "ok",
         "fail": "FAIL",
@@ -118,8 +110,9 @@ def _rows(gpu: list[str], v: TestVariant) -> list[list[str]]:
     return rows
 
 
-def _diff_line(pre: str, v: str, d: dict[str, list[str]]) -> str:
-    parts = [f"{k.replace('_', ' ')} ({len(d[k])}): " + ", ".join(code(x) for x in d[k]) for k in DIFF_KEYS if d[k]]
+def _diff_line(pre: str, v: str, d: TestDiff) -> str:
+    lists = {k: getattr(d, k) for k in DIFF_KEYS}
+    parts = [f"{k.replace('_', ' ')} ({len(x)}): " + ", ".join(code(c) for c in x) for k, x in lists.items() if x]
     return f"{pre}{code(v)} vs `base`: " + (
         "; ".join(parts) if parts else "no new failures, no fixed, disappeared or appeared cases"
     )
@@ -134,10 +127,10 @@ def passed(v: TestVariant) -> str:
     return counts + (" passed" if v.status == "ok" else f" ({_variant_result(v)})")
 
 
-def new_failures(d: dict[str, list[str]] | None) -> str:
+def new_failures(d: TestDiff | None) -> str:
     if d is None:
         return ""
-    n = len(d.get("new_failures") or [])
+    n = len(d.new_failures)
     return "no new failures" if not n else f"{n} new failure{'s' if n > 1 else ''}"
 
 

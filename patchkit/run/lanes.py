@@ -25,6 +25,8 @@ from patchkit.measure import env as env_mod
 from patchkit.measure.tool import Bins
 from patchkit.options import Context, RunOptions
 from patchkit.results import Bundle, Status, Step
+from patchkit.results.data import ABSENT
+from patchkit.results.data.build import BuildData, BuildOptionsData, BuildVariantData
 from patchkit.workspace import read_json, write_json
 
 
@@ -147,7 +149,7 @@ class BuildLane:
                     self._same[r.variant] = why
                 self._cond.notify_all()
         prev = self.bundle.step(name)
-        keys = [v.get("key") for v in (prev.data.get("variants") or [])] if prev is not None else []
+        keys = [v.key for v in BuildData.from_step(prev).variants or []] if prev is not None else []
         if prev is None or prev.status != Status.OK or keys != [r.key for r in results]:  # issue 29: other code
             self._record_build(name, results, started, t0)
         with self._cond:
@@ -168,6 +170,7 @@ class BuildLane:
     def _record_build(self, name: str, results: list, started: str, t0: float) -> None:
         b, bundle = self.opts.build, self.bundle
         fresh = [r for r in results if not r.reused]
+        key = b.key_material()
         logs = [bundle.rel(Path(r.log)) for r in fresh if Path(r.log).is_relative_to(bundle.path)]
         step = Step(
             name=name,
@@ -176,13 +179,16 @@ class BuildLane:
             started=started,
             resource="cpu",
             logs=logs,
-            data={
-                "options": b.key_material(),
-                "cmake_args": list(build_mod.toolchain(b).cmake_args),
-                "variants": [_relative(r.to_dict(), self.ctx.ws.root, bundle.path) for r in results],
-                "same_code": dict(self._same),
-                **({"same_code_measured": True} if self.opts.measure_same_code and self._same else {}),
-            },
+            data=BuildData(
+                options=BuildOptionsData(**{k: list(v) if isinstance(v, tuple) else v for k, v in key.items()}),
+                cmake_args=list(build_mod.toolchain(b).cmake_args),
+                variants=[
+                    BuildVariantData.from_dict(_relative(r.to_dict(), self.ctx.ws.root, bundle.path), name)
+                    for r in results
+                ],
+                same_code=dict(self._same),
+                same_code_measured=True if self.opts.measure_same_code and self._same else ABSENT,
+            ).to_dict(),
         )
         bundle.record(step)
         reused = len(results) - len(fresh)

@@ -13,6 +13,7 @@ from patchkit.measure.tool import Bins
 from patchkit.options import Context, Machine, RunOptions, resolve_run
 from patchkit.recipe import Recipe
 from patchkit.results import Bundle, Status, Step, new_run_id
+from patchkit.results.data.test import TestVariant
 from patchkit.run import pipeline, steps
 from patchkit.workspace import write_json
 
@@ -178,6 +179,12 @@ def _import_bundle(ctx: Context, req: ImportRequest, env: dict | None) -> Bundle
     return bundle
 
 
+def _pending() -> dict:
+    """A test variant whose imported log is not parsed yet (the reparse replaces it)."""
+    none = {"backends": [], "n_ok": 0, "n_fail": 0, "n_not_supported": 0}
+    return TestVariant(log="", seconds=0.0, status=Status.NOT_RUN.value, reason="not parsed yet", **none).to_dict()
+
+
 def _pending_step(ctx: Context, req: ImportRequest, name: str, rounds: dict[str, int]) -> Step:
     r = ctx.recipe
     opts = _settings(req.backend, r)
@@ -185,7 +192,8 @@ def _pending_step(ctx: Context, req: ImportRequest, name: str, rounds: dict[str,
     if name == "bench:kernel":
         data.update({**_kernel_settings(opts), "backend": opts.device, "rounds": max(rounds.values())})
     elif name.startswith("test:"):
-        data.update(suite=req.suite, args=list(r.suites.get(req.suite, ())), variants={v: {} for v, _ in req.logs})
+        pending = {v: _pending() for v, _ in req.logs}
+        data.update(suite=req.suite, args=list(r.suites.get(req.suite, ())), variants=pending)
     else:
         data.update(model_path="(imported)", model={"path": "(imported)"}, rounds=max(rounds.values()))
     return Step(name=name, status=Status.ERROR, reason="imported logs not parsed yet", data=data)

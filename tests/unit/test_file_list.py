@@ -12,7 +12,8 @@ import pytest
 from patchkit import build
 from patchkit.build import compiled, unitcheck
 from patchkit.report.check import counts
-from patchkit.report.evidence import CheckConfig, CheckItem
+from patchkit.report.evidence import CheckConfig
+from patchkit.results.data.check import CheckItem
 
 ENV = {"GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@a", "GIT_COMMITTER_NAME": "a", "GIT_COMMITTER_EMAIL": "a@a"}
 

@@ -1,5 +1,5 @@
 """A real model from a package or a path (patchkit.measure.model_package), the GGUF header read directly, every
-model's label, and numerics' typed data (NumericsResult) with its format-3 upgrade of committed examples."""
+model's label, and numerics' typed data (NumericsData) with its format-3 upgrade of committed examples."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ from patchkit.measure.model import (
     shape_line,
     write_synthetic_gguf,
 )
-from patchkit.measure.numerics import NumericsResult
+from patchkit.results.data import ABSENT
+from patchkit.results.data.numerics import NumericsData
 from patchkit.results.upgrade import upgrade
 
 REPO = Path(__file__).resolve().parents[2]
@@ -99,8 +100,8 @@ def test_a_format_2_numerics_step_of_an_example_upgrades_to_a_labelled_result():
     step = data["steps"]["numerics"]
     assert step["format"] == 2 and "label" not in step["data"]["model"]
     new = upgrade({"numerics": step})["numerics"]
-    r = NumericsResult.from_dict(new["data"])
+    r = NumericsData.from_dict(new["data"], "numerics")
     assert r.model["label"] == "synthetic llama, 4 layers, width 1024, 24/4 heads x 256, f16"
     assert r.text == "" and len(r.pairs) == 2  # not real text: the report renders as before
-    assert r.pairs[0].generations[1].first_diff_char == 11 and r.pairs[0].generations[1].first_diff_token is None
-    assert NumericsResult.from_dict(r.to_dict()) == r  # round trip
+    assert r.pairs[0].generations[1].first_diff_char == 11 and r.pairs[0].generations[1].first_diff_token is ABSENT
+    assert NumericsData.from_dict(r.to_dict(), "numerics") == r and r.to_dict() == new["data"]  # round trip

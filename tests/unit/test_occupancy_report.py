@@ -33,6 +33,9 @@ KV = (4096, 32768, 122880)
 UNITS = ("fattn-mma-f16-instance-ncols1_1-ncols2_8", "fattn-vec-instance-q4_0-q4_0", "convert")
 
 
+UNPROFILED = {"launches": [], "ops": 0, "log": ""}  # a variant's entry before the reparse fills it
+
+
 def _check_logs(run: Path, arch: str, variants: tuple[str, ...] = VARIANTS) -> list[Path]:
     """The recorded ptxas output of the units, one log per variant as the compile check names them."""
     out = []
@@ -68,7 +71,7 @@ def make_run(
         "reason": "",
         "logs": logs,
         "data": {
-            "cases": [{"params": p, "launch_count": 8, "variants": {v: {} for v in VARIANTS}} for p in cases],
+            "cases": [{"params": p, "launch_count": 8, "variants": dict.fromkeys(VARIANTS, UNPROFILED)} for p in cases],
             "target_gpus": targets or [],
         },
     }

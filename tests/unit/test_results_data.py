@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from patchkit.errors import ResultsError
 from patchkit.results.data import ABSENT, schema
+from patchkit.results.data.check import CheckData
 from patchkit.results.data.kernel import KernelData
+from patchkit.results.data.test import TestData
 from patchkit.results.upgrade import upgrade
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,8 +23,7 @@ def _stored(kind: str) -> list[tuple[Path, dict]]:
     out = []
     for p in RUNS:
         steps = upgrade(json.loads(p.read_text()).get("steps") or {})
-        if kind in steps:
-            out.append((p, steps[kind]["data"]))
+        out += [(p, s["data"]) for n, s in steps.items() if n == kind or (kind.endswith(":") and n.startswith(kind))]
     return out
 
 
@@ -67,3 +69,31 @@ def test_the_committed_schema_doc_is_generated_from_the_classes():
     for kind in schema.KINDS:
         for f, _ in kind.fields():
             assert f"| `{f.name}` |" in doc
+
+
+@pytest.mark.parametrize("cls", schema.KINDS, ids=[k.KIND for k in schema.KINDS])
+def test_a_steps_hooks_are_kept_as_each_hook_stored_them(cls):
+    """The timing hooks' contract (issue 35 item 3): `hooks` -> {hook name: its own dict}, loaded and dumped back."""
+    p, d = _stored(cls.KIND)[0]
+    hooked = {**d, "hooks": {"clocks": {"samples": [{"before": {"sm": 1980}}], "note": ""}}}
+    assert cls.from_dict(hooked, str(p)).to_dict() == hooked
+    with pytest.raises(ResultsError, match=r"data\.hooks\['clocks'\]: expected an object, got list"):
+        cls.from_dict({**d, "hooks": {"clocks": []}}, "data")
+
+
+def test_the_check_and_test_steps_are_typed_to_their_leaves():
+    """A mistyped leaf of a check item, a ptxas row or a test backend is one line naming it."""
+    _, d = next((p, d) for p, d in _stored("check:") if d.get("kernels"))
+    bad = json.loads(json.dumps(d))
+    bad["kernels"][0]["registers"] = "96"
+    with pytest.raises(ResultsError, match=r"data\.kernels\[0\]\.registers: expected an integer, got str"):
+        CheckData.from_dict(bad, "data")
+    _, t = _stored("test:")[0]
+    bad = json.loads(json.dumps(t))
+    v = next(iter(bad["variants"]))
+    bad["variants"][v]["backends"][0]["failing"] = "x"
+    with pytest.raises(
+        ResultsError, match=rf"data\.variants\['{re.escape(v)}'\]\.backends\[0\]\.failing: expected a list"
+    ):
+        TestData.from_dict(bad, "data")
+    assert TestData.from_dict(t, "data").variants[v].n_ok == t["variants"][v]["n_ok"]

@@ -4,17 +4,19 @@ not a failure of the suite when the series' end ran the cases; a variant that ra
 
 from __future__ import annotations
 
-from patchkit.measure.tests import overall_status, unsupported_only
+from patchkit.measure.tests import overall_status
 from patchkit.results import Status
+from patchkit.results.data.test import TestVariant
 
 
-def _e(status: str, ok: int = 0, fail: int = 0, unsup: int = 0) -> dict:
-    return {"status": status, "n_ok": ok, "n_fail": fail, "n_not_supported": unsup, "reason": ""}
+def _e(status: str, ok: int = 0, fail: int = 0, unsup: int = 0) -> TestVariant:
+    counts = {"n_ok": ok, "n_fail": fail, "n_not_supported": unsup}
+    return TestVariant(log="x.log", seconds=1.0, status=status, reason="", backends=[], **counts)
 
 
 def test_base_that_supports_none_of_the_cases_does_not_fail_the_suite():
     per = {"base": _e("not_run", unsup=216), "+0001": _e("ok", ok=216)}
-    assert unsupported_only(per["base"]) and not unsupported_only(per["+0001"])
+    assert per["base"].unsupported_only and not per["+0001"].unsupported_only
     assert overall_status(per) == Status.OK
 
 

@@ -3,6 +3,7 @@ results, on real test-backend-ops output recorded on the H200 (tests/fixtures/te
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import re
 from pathlib import Path
@@ -31,19 +32,19 @@ def test_two_processes_give_the_results_of_one():
     parts = [t._entry(_run(n), _Bundle(), "CUDA0") for n in ("b1", "b2")]
     merged = t._merge([e for e, _ in parts])
     two_cases = {k: v for _, c in parts for k, v in c.items()}
-    assert one["status"] == merged["status"] == "ok"
-    assert one["n_ok"] == merged["n_ok"] == 3982 and merged["n_fail"] == 0
+    assert one.status == merged.status == "ok"
+    assert one.n_ok == merged.n_ok == 3982 and merged.n_fail == 0
     assert two_cases == one_cases and len(one_cases) == 3981  # one name is listed twice by the suite
-    [cuda] = [b for b in merged["backends"] if b["name"] == "CUDA0"]
-    assert (cuda["tests_passed"], cuda["tests_total"], cuda["status"]) == (3982, 3982, "ok")
+    [cuda] = [b for b in merged.backends if b.name == "CUDA0"]
+    assert (cuda.tests_passed, cuda.tests_total, cuda.status) == (3982, 3982, "ok")
 
 
 def test_a_failing_process_makes_the_variant_fail():
     ok, _ = t._entry(_run("b1"), _Bundle(), "CUDA0")
-    bad = {**ok, "status": "fail", "reason": "1 failing cases", "n_ok": ok["n_ok"] - 1, "n_fail": 1}
-    assert t._merge([ok, bad])["status"] == "fail" and t._merge([bad, ok])["reason"] == "1 failing cases"
-    gone = {**ok, "status": "error", "reason": "crashed (signal 11)"}
-    assert t._merge([ok, gone])["status"] == "error"
+    bad = dataclasses.replace(ok, status="fail", reason="1 failing cases", n_ok=ok.n_ok - 1, n_fail=1)
+    assert t._merge([ok, bad]).status == "fail" and t._merge([bad, ok]).reason == "1 failing cases"
+    gone = dataclasses.replace(ok, status="error", reason="crashed (signal 11)")
+    assert t._merge([ok, gone]).status == "error"
 
 
 def test_split_selects_every_case_exactly_once():

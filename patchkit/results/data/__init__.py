@@ -9,8 +9,10 @@ ResultsError naming the step and the key. A field an older format did not write 
 and is left out of `to_dict()` again, so that `from_dict(d).to_dict() == d` for every stored step.
 docs/results-schema.md is generated from these classes (scripts/results_schema.py).
 
-Converted: bench:kernel (kernel.py), bench:decode (decode.py). Not yet: test:*, build/check, bench:path,
-bench:occupancy; numerics is being rewritten and stays a dict until then.
+Converted: build:* (build.py), check:* (check.py), test:* (test.py), bench:kernel (kernel.py), bench:path
+(path.py), bench:occupancy (occupancy.py; its report still reads the launches as dicts), bench:decode
+(decode.py), numerics (numerics.py). Every kind's data may carry `hooks` (StepData.hooks: hook name -> that
+hook's own data).
 """
 
 from patchkit.results.data.base import ABSENT, Data, StepData

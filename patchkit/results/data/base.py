@@ -136,6 +136,7 @@ class StepData(Data):
 
     KIND: typing.ClassVar[str] = ""
     inputs: dict[str, Any] = ABSENT  # what the result depended on, build_keys among them (the pipeline)
+    hooks: dict[str, dict[str, Any]] = ABSENT  # hook name -> that hook's own data (timing hooks; absent: none)
 
     @classmethod
     def from_step(cls: type[D], step: Any, where: str = "") -> D:
@@ -144,6 +145,7 @@ class StepData(Data):
 
     @classmethod
     def in_bundle(cls: type[S], bundle: Any) -> S | None:
-        """The data of the bundle's step of this kind (KIND); None when the run has none."""
+        """The data of the bundle's step of this kind (KIND, one step: not a prefix such as 'check:'); None
+        when the run has none."""
         step = bundle.step(cls.KIND)
         return None if step is None else cls.from_step(step, str(bundle.path / "results.json"))

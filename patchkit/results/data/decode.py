@@ -105,7 +105,6 @@ class DecodeData(StepData):
     aa_label: str = ABSENT  # the A/A copy's label (base#2)
     clocks: ClocksData = ABSENT  # runs before hooks (issue 35): GPU clocks around each process
     process_seconds: float = ABSENT  # llama-bench processes, summed (as the raw logs say)
-    hooks: dict[str, Any] = ABSENT  # hook name -> its data (patchkit.measure.hooks; absent: runs before hooks)
 
     @property
     def measured(self) -> bool:
