@@ -101,7 +101,6 @@ class KernelData(StepData):
     process_seconds: float = ABSENT  # test-backend-ops processes, summed
     confidence: float = ABSENT  # the intervals' nominal confidence
     clocks: ClocksData = ABSENT  # runs of issue 27 (before hooks): GPU clocks; later runs store them in hooks
-    hooks: dict[str, Any] = ABSENT  # hook name -> its data (patchkit.measure.hooks; absent: runs before hooks)
     labels: list[str] = ABSENT  # base first, base#2 (the A/A copy) last
     cases: list[KernelCase] = ABSENT  # absent: no case matched (the step holds no numbers)
     noise_floor: float = ABSENT  # the largest case floor (before issue 34: the largest |aa_ratio - 1|; 0 without A/A)
