@@ -40,6 +40,12 @@ def _create(text: str) -> str:
     return m.group(0)
 
 
+def _statements(text: str) -> str:
+    """The SQL of a tool's -oe sql (stderr) output, from its CREATE TABLE on: llama-bench also prints warnings
+    there before it (0.3.34's, built at -O0: 'warning: debug build, performance may be affected')."""
+    return text[text.index("CREATE TABLE IF NOT EXISTS ") :]
+
+
 def _rows(con: sqlite3.Connection, table: str, cols: tuple[str, ...]) -> list[tuple]:
     sel = ", ".join(f"{c}, typeof({c})" for c in cols)
     return con.execute(f"SELECT {sel} FROM {table} ORDER BY rowid").fetchall()
@@ -125,7 +131,7 @@ def test_llama_bench_sqlite_is_that_bases_own_table_and_rows(version, as_records
     """The table patchkit writes for a base's records is the one that base's llama-bench -o sql creates
     (columns, types, order), and its rows are the tool's own rows: never a missing-field error."""
     path, sql_path = _bench(version)
-    sql = sql_path.read_text()
+    sql = _statements(sql_path.read_text())
     text = path.read_text()
     records = parsers.parse_llama_bench_json(text, str(path)) if as_records else json.loads(text)
     table = upstreamdb.llama_bench_table(records)
