@@ -2,8 +2,9 @@
 llama-bench.sqlite writer on the real output of THAT base's CPU tools (issue 34).
 
 Fixtures: tests/fixtures/bases/<version>/ (see its PROVENANCE.md): test-backend-ops --help, test mode and
-perf mode (console and --output sql) on a few FLASH_ATTN_EXT cases, llama-bench --help and one llama-bench
-run writing -o json to stdout and -oe sql to stderr. A base without fixtures is skipped and says so.
+perf mode (console and --output sql) on a few FLASH_ATTN_EXT cases, llama-bench --help, one llama-bench
+run writing -o json to stdout and -oe sql to stderr, and the decode matrix's pp process (-o json, --progress).
+A base without fixtures is skipped and says so.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from patchkit import parsers, vendored
+from patchkit.measure import decode
 from patchkit.measure.tool import options_not_listed
 from patchkit.results import upstreamdb
 
@@ -36,6 +38,12 @@ def _create(text: str) -> str:
     m = re.search(r"^CREATE TABLE IF NOT EXISTS \w+ \(\n.*?^\);\n", text, re.S | re.M)
     assert m, "no CREATE TABLE in the recorded output"
     return m.group(0)
+
+
+def _statements(text: str) -> str:
+    """The SQL of a tool's -oe sql (stderr) output, from its CREATE TABLE on: llama-bench also prints warnings
+    there before it (0.3.34's, built at -O0: 'warning: debug build, performance may be affected')."""
+    return text[text.index("CREATE TABLE IF NOT EXISTS ") :]
 
 
 def _rows(con: sqlite3.Connection, table: str, cols: tuple[str, ...]) -> list[tuple]:
@@ -90,29 +98,31 @@ def test_test_backend_ops_sqlite_rows_equal_the_tools(version, tmp_path):
     assert _rows(sqlite3.connect(db), "test_backend_ops", cols) == _rows(tool, "test_backend_ops", cols)
 
 
-# 0.3.36's llama-bench output was recorded before (tests/fixtures/cpu/bench_tiny_pair.*: -p 32 -n 8 -d 0,256, q4_0
-# K/V, 3 repetitions; see its provenance), the others' here (-p 16 -n 4 -d 0,32, f16 K/V, 2 repetitions)
-CPU_FIX = ROOT / "tests" / "fixtures" / "cpu"
-PINNED_BENCH = {"0.3.36": (CPU_FIX / "bench_tiny_pair.json", CPU_FIX / "bench_tiny_pair.sql.txt")}
+# llama-bench of every base, one command (lb-tiny.json: -p 32 -n 8 -d 0,256, q4_0 K/V, 3 repetitions, -t 2, as
+# tests/fixtures/cpu/bench_tiny_pair.* and on the same model; see each PROVENANCE.md)
+TINY_TESTS = [(0, 8, 0), (0, 8, 256), (32, 0, 0), (32, 0, 256)]  # (n_prompt, n_gen, n_depth)
 
 
 def _bench(version: str) -> tuple[Path, Path]:
     """A base's llama-bench run: its -o json and -oe sql output."""
-    if version in PINNED_BENCH:
-        return PINNED_BENCH[version]
     return _fix(version, "lb-tiny.json"), _fix(version, "lb-tiny.sql.txt")
+
+
+def test_the_recorded_bases_are_bases_of_the_table():
+    """Every folder with llama-bench output is a base of the vendored table; the pinned one is recorded."""
+    recorded = {p.parent.name for p in BASES.glob("*/lb-tiny.json")}
+    assert recorded <= set(VERSIONS) and "0.3.36" in recorded
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_llama_bench_json_parses(version):
     path, _ = _bench(version)
     recs = parsers.parse_llama_bench_json(path.read_text(), str(path))
-    pinned = version in PINNED_BENCH
-    p, n, d, kv, reps = (32, 8, 256, "q4_0", 3) if pinned else (16, 4, 32, "f16", 2)
-    assert sorted((r.n_prompt, r.n_gen, r.n_depth) for r in recs) == [(0, n, 0), (0, n, d), (p, 0, 0), (p, 0, d)]
+    assert sorted((r.n_prompt, r.n_gen, r.n_depth) for r in recs) == TINY_TESTS
     for r in recs:
-        assert r.flash_attn == 1 and r.type_k == r.type_v == kv and r.avg_ts > 0, r
-        assert len(r.samples_ts) == len(r.samples_ns) == reps
+        assert r.flash_attn == 1 and r.type_k == r.type_v == "q4_0" and r.avg_ts > 0, r
+        assert len(r.samples_ts) == len(r.samples_ns) == 3 and r.n_threads == 2 and r.backends == "CPU"
+    assert len({decode.identity(r) for r in recs}) == 4
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -121,7 +131,7 @@ def test_llama_bench_sqlite_is_that_bases_own_table_and_rows(version, as_records
     """The table patchkit writes for a base's records is the one that base's llama-bench -o sql creates
     (columns, types, order), and its rows are the tool's own rows: never a missing-field error."""
     path, sql_path = _bench(version)
-    sql = sql_path.read_text()
+    sql = _statements(sql_path.read_text())
     text = path.read_text()
     records = parsers.parse_llama_bench_json(text, str(path)) if as_records else json.loads(text)
     table = upstreamdb.llama_bench_table(records)
@@ -137,3 +147,44 @@ def test_llama_bench_sqlite_is_that_bases_own_table_and_rows(version, as_records
     assert _rows(ours, "llama_bench", cols)[:4] == _rows(tool, "llama_bench", cols)
     for col in table.required:  # every column the base's compare script joins on is filled
         assert ours.execute(f"SELECT COUNT(*) FROM llama_bench WHERE {col} IS NULL").fetchone() == (0,), col
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_decode_matrix_pp_process(version, tmp_path):
+    """The CPU profile's pp process of the decode matrix (pp16 at micro-batches 16, 4, 1, depths 0 and 256): one
+    record per cell, each its own identity, each its own row of that base's table."""
+    path = _fix(version, "lb-matrix-pp.json")
+    recs = parsers.parse_llama_bench_json(path.read_text(), str(path))
+    assert sorted((r.n_ubatch, r.n_depth) for r in recs) == sorted((u, d) for u in (16, 4, 1) for d in (0, 256))
+    assert len({decode.identity(r) for r in recs}) == 6
+    assert upstreamdb.llama_bench_table(recs) is dict(upstreamdb.LLAMA_BENCH_FORMATS)[version]
+    db = tmp_path / upstreamdb.LLAMA_BENCH_DB
+    upstreamdb.write_llama_bench_db(db, {"base": recs})
+    assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM llama_bench").fetchone() == (6,)
+    progress = _fix(version, "lb-matrix-pp.stderr.txt").read_text()
+    assert "benchmark 6/6" in progress  # --progress (the flag the matrix's processes may pass) is the base's
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_flag_decode_passes_is_in_the_bases_usage(version):
+    """The flags of the decode matrix's processes (decode.matrix_argvs, threads and micro-batches given) are
+    options of the base's llama-bench, by the check patchkit runs on usage texts (tool.options_not_listed)."""
+    usage = _fix(version, "lb-help.txt").read_text()
+    argvs = decode.matrix_argvs(
+        Path("m.gguf"),
+        depths=(0, 256),
+        pp_depths=(),
+        n_prompt=(16,),
+        n_gen=(8,),
+        ubatch=(16, 4, 1),
+        type_k="q4_0",
+        type_v="q4_0",
+        repetitions=2,
+        threads=2,
+        ngl=0,
+        extra=(),
+    )
+    flags = sorted({a for argv in argvs for a in argv if re.fullmatch(r"-[a-z]+", a)})
+    assert flags == ["-ctk", "-ctv", "-d", "-fa", "-m", "-n", "-ngl", "-o", "-p", "-r", "-t", "-ub"]
+    assert options_not_listed(usage, [*flags, "-oe", "--progress"]) == []
+    assert "json" in re.search(r"-o, --output <([^>]*)>", usage).group(1).split("|")
