@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The test suite in two tiers, each with its slowest tests and its wall time printed:
 #   unit         tests/unit: no builds, no downloads; stops at the first failure (-x)
-#   integration  tests/integration: the real sdist, real CMake/Ninja builds of the CPU backend, nvcc
-#                compile checks, a two-node Ray cluster on 127.0.0.1 (tens of minutes on 2 cores)
-# The unit tier runs first; integration runs only when it passed. `scripts/tests.sh unit` runs one tier.
+#   integration  tests/integration but those marked slow: the real sdist, real CMake/Ninja builds of the
+#                CPU backend, nvcc compile checks, a Ray cluster on 127.0.0.1 (about 20 minutes on 2 cores)
+#   slow         tests/integration marked slow (pyproject's markers say which, docs/measurements.md how long):
+#                a second base's full build, the wheel's own compile, signals during nvcc, the sweep
+# With no argument (as the README and CI run it): unit, then integration, which runs only when unit passed.
+# `scripts/tests.sh unit` (or integration, slow) runs one tier; `scripts/tests.sh full` runs all three.
 # The integration tests' work folder is $PATCHKIT_TEST_WORK (default ~/.cache/patchkit-test): builds found
 # there by their keys are reused, so CI points it at the work folder its first command has just made.
 # A tier that collects no test fails (pytest's exit 5), as does any other non-zero exit.
@@ -30,10 +33,15 @@ tier() {  # name, pytest arguments
 
 case "${1:-all}" in
 unit) tier unit -q -x --durations=15 tests/unit ;;
-integration) tier integration -q --durations=15 tests/integration ;;
-all) tier unit -q -x --durations=15 tests/unit && tier integration -q --durations=15 tests/integration ;;
+integration) tier integration -q --durations=15 -m "not slow" tests/integration ;;
+slow) tier slow -q --durations=15 -m slow tests/integration ;;
+all) tier unit -q -x --durations=15 tests/unit && tier integration -q --durations=15 -m "not slow" tests/integration ;;
+full)
+    tier unit -q -x --durations=15 tests/unit && tier integration -q --durations=15 -m "not slow" tests/integration \
+        && tier slow -q --durations=15 -m slow tests/integration
+    ;;
 *)
-    echo "usage: scripts/tests.sh [unit|integration|all]" >&2
+    echo "usage: scripts/tests.sh [unit|integration|slow|all|full]" >&2
     exit 2
     ;;
 esac

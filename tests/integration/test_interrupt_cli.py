@@ -20,6 +20,7 @@ from tests.unit.test_interrupt import _descendants, _stat, _wait_for
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
     reason="no nvcc: the CUDA compile check needs the CUDA toolkit",

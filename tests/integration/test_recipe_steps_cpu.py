@@ -12,6 +12,8 @@ import re
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tests.integration.test_cli_cpu import SMALL_PERF, SMALL_TESTS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,6 +66,7 @@ def _tbo_only(tmp: Path) -> Path:
     return recipe
 
 
+@pytest.mark.slow
 def test_a_recipe_that_builds_no_llama_bench_exits_0_with_decode_and_numerics_not_run(work, cli, tmp_path):
     recipe = _tbo_only(tmp_path)
     small = ["--filter", SMALL_TESTS, "--params", SMALL_PERF, "--rounds", "1", "--kernel-max-rounds", "1"]
@@ -87,6 +90,7 @@ def test_a_recipe_that_builds_no_llama_bench_exits_0_with_decode_and_numerics_no
     assert "not ok:" not in r.stdout
 
 
+@pytest.mark.slow
 def test_the_readme_flags_on_a_base_without_j_drop_it_with_one_note(work, cli, tmp_path):
     """`patchkit run --backend cpu --test-jobs 2` (the README's first command) where test-backend-ops has
     no -j (as at the bases of llama-cpp-python 0.3.16 and 0.3.17): -j is left out, said once before the

@@ -30,9 +30,13 @@ ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "recipes" / "pool1d-cuda.toml"
 V35 = "4df29be4f4c3673f428170fda944a5b19f743bb8"
 
-pytestmark = pytest.mark.skipif(
-    not (shutil.which("cmake") and shutil.which("ninja") and shutil.which("nvcc")), reason="needs cmake, ninja, nvcc"
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not (shutil.which("cmake") and shutil.which("ninja") and shutil.which("nvcc")),
+        reason="needs cmake, ninja, nvcc",
+    ),
+]
 
 
 @pytest.fixture(scope="module")

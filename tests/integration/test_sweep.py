@@ -36,10 +36,13 @@ units = "one"
 instances = {{ macro = "DECL_FATTN_MMA_F16_CASE", key = {{ ncols = "ncols1 * ncols2" }} }}
 """
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
-    reason="no nvcc: the sweep's compile check needs the CUDA toolkit",
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
+        reason="no nvcc: the sweep's compile check needs the CUDA toolkit",
+    ),
+]
 
 
 def sweep(*argv: str) -> tuple[int, str, str]:

@@ -253,6 +253,7 @@ def test_wheel_check_generation_without_result_line_is_one_error(cli, tmp_path):
     assert not (log.with_suffix(".json")).exists()  # no result written
 
 
+@pytest.mark.slow
 def test_cpu_wheel_installs_and_generates(work, cli, default_recipe, tmp_path):
     pytest.importorskip("gguf")
     w = ["--work", str(work.root)]
