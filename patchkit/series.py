@@ -326,23 +326,35 @@ def am(wt: vcs.Repo, patch_file: Path, patch: Patch, variant: str) -> str:
     return wt.run("rev-parse", "HEAD")
 
 
+Chain = dict  # (patch key, sha256) prefix -> (head, applied): the commits made so far by one apply
+
+
 def series_commits(
-    repo: vcs.Repo, ws: Workspace, recipe: Recipe, base: BaseInfo, variant: Variant
+    repo: vcs.Repo, ws: Workspace, recipe: Recipe, base: BaseInfo, variant: Variant, chain: Chain | None = None
 ) -> tuple[str, list[dict]]:
     """The variant's commits, made with `git am -3` in a scratch worktree: (head, applied patches).
+    With a `chain` (shared by the variants of one apply), the longest prefix of the variant's patches
+    already applied is started from and each new prefix recorded: N prefix variants cost N `git am`s, not
+    N*(N+1)/2 (the commits are the same: fixed committer, dates from the patch).
     A patch that does not apply raises ApplyError and leaves every variant's tree as it was."""
+    chain = {} if chain is None else chain
+    todo = (*recipe.local_patches, *variant.patches)
+    ids = [(p.key, patch_sha256(recipe.patch_path(p))) for p in todo]
+    done = next((n for n in range(len(ids), 0, -1) if tuple(ids[:n]) in chain), 0)
+    head, applied = chain[tuple(ids[:done])] if done else (base.commit, [])
+    if done == len(ids):
+        return head, list(applied)
     scratch_root = ws.cache / "tmp"
     scratch_root.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(dir=scratch_root, prefix=f"apply-{variant.folder}-")) / "tree"
     try:
-        wt = checkout_base(repo, scratch, base.commit, recipe.base.prune)
-        applied = []
-        for p in (*recipe.local_patches, *variant.patches):
-            pf = recipe.patch_path(p)
+        wt = checkout_base(repo, scratch, head, recipe.base.prune)
+        applied = list(applied)
+        for n in range(done, len(ids)):
+            p, pf = todo[n], recipe.patch_path(todo[n])
             commit = am(wt, pf, p, variant.name)
-            applied.append(
-                {"id": p.key, "file": p.file, "sha256": patch_sha256(pf), "commit": commit, "local": p.local}
-            )
+            applied.append({"id": p.key, "file": p.file, "sha256": ids[n][1], "commit": commit, "local": p.local})
+            chain[tuple(ids[: n + 1])] = (commit, list(applied))
         return wt.run("rev-parse", "HEAD"), applied
     finally:
         shutil.rmtree(scratch.parent, ignore_errors=True)
@@ -366,7 +378,7 @@ def _read_state(spath: Path) -> VariantState:
 
 
 def apply_variant(
-    recipe: Recipe, base: BaseInfo, ws: Workspace, variant: Variant, *, force: bool = False
+    recipe: Recipe, base: BaseInfo, ws: Workspace, variant: Variant, *, force: bool = False, chain: Chain | None = None
 ) -> tuple[VariantState, bool]:
     """Make the variant's worktree; returns its state and whether anything was (re)done."""
     from patchkit.source import open_cache_repo
@@ -394,7 +406,7 @@ def apply_variant(
                 )
         repo = open_cache_repo(ws)
         try:
-            head, applied = series_commits(repo, ws, recipe, base, variant)  # raises before the tree is touched
+            head, applied = series_commits(repo, ws, recipe, base, variant, chain)  # raises before the tree is touched
         except vcs.GitError as e:  # a full disk, say: git's own words, one line
             raise ApplyError(f"variant {variant.name}: {git_says(e)} (its tree is as it was)") from None
         if (tree / ".git").exists():
@@ -403,7 +415,9 @@ def apply_variant(
         try:
             checkout_base(repo, tree, head, recipe.base.prune)
             repo.run("update-ref", f"refs/heads/pk/{recipe.name}/{variant.branch_suffix}", head)
-        except vcs.GitError as e:
+        except vcs.GitError as e:  # a half-made tree (a full disk) is not left to look like the user's edits
+            shutil.rmtree(tree, ignore_errors=True)
+            repo.attempt("worktree", "prune")
             raise ApplyError(
                 f"variant {variant.name}: {git_says(e)} (its tree {tree} is not made: `patchkit apply` makes it again)"
             ) from None
@@ -434,9 +448,10 @@ def apply_all(
 ) -> tuple[list[VariantState], list[ApplyError]]:
     """Every variant is tried; failures are collected so one bad patch leaves the others intact."""
     states, errors = [], []
+    chain: Chain = {}  # one `git am` per patch of the series, not one per patch per prefix
     for v in variants:
         try:
-            state, changed = apply_variant(recipe, base, ws, v, force=force)
+            state, changed = apply_variant(recipe, base, ws, v, force=force, chain=chain)
             print(f"{v.name}: {'applied' if changed else 'up to date'} ({state.head[:12]})")
             states.append(state)
         except ApplyError as e:
