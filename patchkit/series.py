@@ -326,39 +326,64 @@ def am(wt: vcs.Repo, patch_file: Path, patch: Patch, variant: str) -> str:
     return wt.run("rev-parse", "HEAD")
 
 
-Chain = dict  # (patch key, sha256) prefix -> (head, applied): the commits made so far by one apply
+class Chain:
+    """The commits made so far by one apply, by the prefix of patches they hold, and the one scratch worktree
+    they are made in: N prefix variants cost N `git am`s in one tree, not N*(N+1)/2 in N trees (the commits are
+    the ones a variant applied alone gets: fixed committer, dates from the patch). `close()` removes the tree."""
+
+    def __init__(self, repo: vcs.Repo, ws: Workspace, recipe: Recipe):
+        self.repo, self.ws, self.recipe = repo, ws, recipe
+        self.made: dict[str, tuple[str, list[dict]]] = {}  # prefix digest -> (head, applied)
+        self.scratch: Path | None = None
+
+    def tree(self, head: str) -> vcs.Repo:
+        """The scratch worktree at `head` (made at the first call)."""
+        if self.scratch is None:
+            root = self.ws.cache / "tmp"
+            root.mkdir(parents=True, exist_ok=True)
+            self.scratch = Path(tempfile.mkdtemp(dir=root, prefix=f"apply-{folder_name(self.recipe.name)}-")) / "tree"
+        elif (self.scratch / ".git").exists() and vcs.repo(self.scratch).attempt("rev-parse", "HEAD")[1] == head:
+            return vcs.repo(self.scratch)
+        return checkout_base(self.repo, self.scratch, head, self.recipe.base.prune)
+
+    def close(self) -> None:
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch.parent, ignore_errors=True)
+            self.scratch = None
+            self.repo.run("worktree", "prune")
 
 
 def series_commits(
     repo: vcs.Repo, ws: Workspace, recipe: Recipe, base: BaseInfo, variant: Variant, chain: Chain | None = None
 ) -> tuple[str, list[dict]]:
-    """The variant's commits, made with `git am -3` in a scratch worktree: (head, applied patches).
-    With a `chain` (shared by the variants of one apply), the longest prefix of the variant's patches
-    already applied is started from and each new prefix recorded: N prefix variants cost N `git am`s, not
-    N*(N+1)/2 (the commits are the same: fixed committer, dates from the patch).
+    """The variant's commits, made with `git am -3` in a scratch worktree: (head, applied patches). With a
+    `chain` (shared by the variants of one apply), started from the longest prefix of its patches made already.
     A patch that does not apply raises ApplyError and leaves every variant's tree as it was."""
-    chain = {} if chain is None else chain
+    own = chain is None
+    chain = Chain(repo, ws, recipe) if chain is None else chain
     todo = (*recipe.local_patches, *variant.patches)
-    ids = [(p.key, patch_sha256(recipe.patch_path(p))) for p in todo]
-    done = next((n for n in range(len(ids), 0, -1) if tuple(ids[:n]) in chain), 0)
-    head, applied = chain[tuple(ids[:done])] if done else (base.commit, [])
-    if done == len(ids):
+    digests, h = [], hashlib.sha256(base.commit.encode())
+    for p in todo:
+        h.update(b"\0" + p.key.encode() + b"\0" + patch_sha256(recipe.patch_path(p)).encode())
+        digests.append(h.hexdigest())
+    done = next((n for n in range(len(todo), 0, -1) if digests[n - 1] in chain.made), 0)
+    head, applied = chain.made[digests[done - 1]] if done else (base.commit, [])
+    if done == len(todo):
         return head, list(applied)
-    scratch_root = ws.cache / "tmp"
-    scratch_root.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(dir=scratch_root, prefix=f"apply-{variant.folder}-")) / "tree"
     try:
-        wt = checkout_base(repo, scratch, head, recipe.base.prune)
+        wt = chain.tree(head)
         applied = list(applied)
-        for n in range(done, len(ids)):
+        for n in range(done, len(todo)):
             p, pf = todo[n], recipe.patch_path(todo[n])
             commit = am(wt, pf, p, variant.name)
-            applied.append({"id": p.key, "file": p.file, "sha256": ids[n][1], "commit": commit, "local": p.local})
-            chain[tuple(ids[: n + 1])] = (commit, list(applied))
-        return wt.run("rev-parse", "HEAD"), applied
+            applied.append(
+                {"id": p.key, "file": p.file, "sha256": patch_sha256(pf), "commit": commit, "local": p.local}
+            )
+            chain.made[digests[n]] = (commit, list(applied))
+        return commit, applied
     finally:
-        shutil.rmtree(scratch.parent, ignore_errors=True)
-        repo.run("worktree", "prune")
+        if own:
+            chain.close()
 
 
 def _read_state(spath: Path) -> VariantState:
@@ -448,13 +473,18 @@ def apply_all(
 ) -> tuple[list[VariantState], list[ApplyError]]:
     """Every variant is tried; failures are collected so one bad patch leaves the others intact."""
     states, errors = [], []
-    chain: Chain = {}  # one `git am` per patch of the series, not one per patch per prefix
-    for v in variants:
-        try:
-            state, changed = apply_variant(recipe, base, ws, v, force=force, chain=chain)
-            print(f"{v.name}: {'applied' if changed else 'up to date'} ({state.head[:12]})")
-            states.append(state)
-        except ApplyError as e:
-            print(f"{v.name}: FAILED: {e}")
-            errors.append(e)
+    from patchkit.source import open_cache_repo
+
+    chain = Chain(open_cache_repo(ws), ws, recipe)  # one `git am` per patch of the series, not one per prefix
+    try:
+        for v in variants:
+            try:
+                state, changed = apply_variant(recipe, base, ws, v, force=force, chain=chain)
+                print(f"{v.name}: {'applied' if changed else 'up to date'} ({state.head[:12]})")
+                states.append(state)
+            except ApplyError as e:
+                print(f"{v.name}: FAILED: {e}")
+                errors.append(e)
+    finally:
+        chain.close()
     return states, errors
