@@ -56,7 +56,7 @@ def test_a_series_of_200_patches_applies_with_one_am_per_patch(work, base, tmp_p
     states = pipeline.apply(ctx, base_info)
     seconds = time.monotonic() - t0
     assert len(states) == N + 1 and len(ams) == N, (len(states), len(ams))  # was N*(N+1)/2 = 20100
-    last = ctx.ws.variants("many") / series.folder_name(states[-1].name)
+    last = ctx.ws.variants(recipe.name) / series.folder_name(states[-1].name)
     assert sorted(p.name for p in (last / "many").iterdir()) == [f"{i:04d}.txt" for i in range(1, N + 1)]
     fifty = series.plan_variants(recipe)[50]
     alone, _ = series.series_commits(source.open_cache_repo(ctx.ws), ctx.ws, recipe, base_info, fifty)
