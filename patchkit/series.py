@@ -326,27 +326,64 @@ def am(wt: vcs.Repo, patch_file: Path, patch: Patch, variant: str) -> str:
     return wt.run("rev-parse", "HEAD")
 
 
+class Chain:
+    """The commits made so far by one apply, by the prefix of patches they hold, and the one scratch worktree
+    they are made in: N prefix variants cost N `git am`s in one tree, not N*(N+1)/2 in N trees (the commits are
+    the ones a variant applied alone gets: fixed committer, dates from the patch). `close()` removes the tree."""
+
+    def __init__(self, repo: vcs.Repo, ws: Workspace, recipe: Recipe):
+        self.repo, self.ws, self.recipe = repo, ws, recipe
+        self.made: dict[str, tuple[str, list[dict]]] = {}  # prefix digest -> (head, applied)
+        self.scratch: Path | None = None
+
+    def tree(self, head: str) -> vcs.Repo:
+        """The scratch worktree at `head` (made at the first call)."""
+        if self.scratch is None:
+            root = self.ws.cache / "tmp"
+            root.mkdir(parents=True, exist_ok=True)
+            self.scratch = Path(tempfile.mkdtemp(dir=root, prefix=f"apply-{folder_name(self.recipe.name)}-")) / "tree"
+        elif (self.scratch / ".git").exists() and vcs.repo(self.scratch).attempt("rev-parse", "HEAD")[1] == head:
+            return vcs.repo(self.scratch)
+        return checkout_base(self.repo, self.scratch, head, self.recipe.base.prune)
+
+    def close(self) -> None:
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch.parent, ignore_errors=True)
+            self.scratch = None
+            self.repo.run("worktree", "prune")
+
+
 def series_commits(
-    repo: vcs.Repo, ws: Workspace, recipe: Recipe, base: BaseInfo, variant: Variant
+    repo: vcs.Repo, ws: Workspace, recipe: Recipe, base: BaseInfo, variant: Variant, chain: Chain | None = None
 ) -> tuple[str, list[dict]]:
-    """The variant's commits, made with `git am -3` in a scratch worktree: (head, applied patches).
+    """The variant's commits, made with `git am -3` in a scratch worktree: (head, applied patches). With a
+    `chain` (shared by the variants of one apply), started from the longest prefix of its patches made already.
     A patch that does not apply raises ApplyError and leaves every variant's tree as it was."""
-    scratch_root = ws.cache / "tmp"
-    scratch_root.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(dir=scratch_root, prefix=f"apply-{variant.folder}-")) / "tree"
+    own = chain is None
+    chain = Chain(repo, ws, recipe) if chain is None else chain
+    todo = (*recipe.local_patches, *variant.patches)
+    digests, h = [], hashlib.sha256(base.commit.encode())
+    for p in todo:
+        h.update(b"\0" + p.key.encode() + b"\0" + patch_sha256(recipe.patch_path(p)).encode())
+        digests.append(h.hexdigest())
+    done = next((n for n in range(len(todo), 0, -1) if digests[n - 1] in chain.made), 0)
+    head, applied = chain.made[digests[done - 1]] if done else (base.commit, [])
+    if done == len(todo):
+        return head, list(applied)
     try:
-        wt = checkout_base(repo, scratch, base.commit, recipe.base.prune)
-        applied = []
-        for p in (*recipe.local_patches, *variant.patches):
-            pf = recipe.patch_path(p)
+        wt = chain.tree(head)
+        applied = list(applied)
+        for n in range(done, len(todo)):
+            p, pf = todo[n], recipe.patch_path(todo[n])
             commit = am(wt, pf, p, variant.name)
             applied.append(
                 {"id": p.key, "file": p.file, "sha256": patch_sha256(pf), "commit": commit, "local": p.local}
             )
-        return wt.run("rev-parse", "HEAD"), applied
+            chain.made[digests[n]] = (commit, list(applied))
+        return commit, applied
     finally:
-        shutil.rmtree(scratch.parent, ignore_errors=True)
-        repo.run("worktree", "prune")
+        if own:
+            chain.close()
 
 
 def _read_state(spath: Path) -> VariantState:
@@ -366,7 +403,7 @@ def _read_state(spath: Path) -> VariantState:
 
 
 def apply_variant(
-    recipe: Recipe, base: BaseInfo, ws: Workspace, variant: Variant, *, force: bool = False
+    recipe: Recipe, base: BaseInfo, ws: Workspace, variant: Variant, *, force: bool = False, chain: Chain | None = None
 ) -> tuple[VariantState, bool]:
     """Make the variant's worktree; returns its state and whether anything was (re)done."""
     from patchkit.source import open_cache_repo
@@ -394,7 +431,7 @@ def apply_variant(
                 )
         repo = open_cache_repo(ws)
         try:
-            head, applied = series_commits(repo, ws, recipe, base, variant)  # raises before the tree is touched
+            head, applied = series_commits(repo, ws, recipe, base, variant, chain)  # raises before the tree is touched
         except vcs.GitError as e:  # a full disk, say: git's own words, one line
             raise ApplyError(f"variant {variant.name}: {git_says(e)} (its tree is as it was)") from None
         if (tree / ".git").exists():
@@ -403,7 +440,9 @@ def apply_variant(
         try:
             checkout_base(repo, tree, head, recipe.base.prune)
             repo.run("update-ref", f"refs/heads/pk/{recipe.name}/{variant.branch_suffix}", head)
-        except vcs.GitError as e:
+        except vcs.GitError as e:  # a half-made tree (a full disk) is not left to look like the user's edits
+            shutil.rmtree(tree, ignore_errors=True)
+            repo.attempt("worktree", "prune")
             raise ApplyError(
                 f"variant {variant.name}: {git_says(e)} (its tree {tree} is not made: `patchkit apply` makes it again)"
             ) from None
@@ -434,12 +473,18 @@ def apply_all(
 ) -> tuple[list[VariantState], list[ApplyError]]:
     """Every variant is tried; failures are collected so one bad patch leaves the others intact."""
     states, errors = [], []
-    for v in variants:
-        try:
-            state, changed = apply_variant(recipe, base, ws, v, force=force)
-            print(f"{v.name}: {'applied' if changed else 'up to date'} ({state.head[:12]})")
-            states.append(state)
-        except ApplyError as e:
-            print(f"{v.name}: FAILED: {e}")
-            errors.append(e)
+    from patchkit.source import open_cache_repo
+
+    chain = Chain(open_cache_repo(ws), ws, recipe)  # one `git am` per patch of the series, not one per prefix
+    try:
+        for v in variants:
+            try:
+                state, changed = apply_variant(recipe, base, ws, v, force=force, chain=chain)
+                print(f"{v.name}: {'applied' if changed else 'up to date'} ({state.head[:12]})")
+                states.append(state)
+            except ApplyError as e:
+                print(f"{v.name}: FAILED: {e}")
+                errors.append(e)
+    finally:
+        chain.close()
     return states, errors

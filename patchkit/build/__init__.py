@@ -379,6 +379,21 @@ def configure_inputs(tree: Path) -> str:
     return h.hexdigest()
 
 
+def version_args(tree: Path) -> list[str]:
+    """llama.cpp's build number and commit (its CMakeLists.txt takes them when given) fixed to the base the tree's
+    patches sit on (the nearest refs/patchkit/bases/ commit under HEAD): else CMake writes each variant's own
+    commit into build-info.cpp and llama-version.h, and a patch that compiles nothing (notes.txt) recompiles
+    llama.cpp and build-info.cpp and relinks. ggml's CMakeLists.txt still asks git itself (ggml_commit() names the
+    variant's commit: ggml.c, one unit). No base ref (a tree patchkit did not make): upstream's own numbers."""
+    merged = vcs.git(tree, "for-each-ref", "--merged", "HEAD", "--format=%(objectname)", "refs/patchkit/bases/")
+    bases = set(merged.text.split()) if merged.ok else set()
+    if not bases:
+        return []
+    nearest = min(bases, key=lambda c: int(vcs.git(tree, "rev-list", "--count", f"{c}..HEAD", check=True).text))
+    short = vcs.git(tree, "rev-parse", "--short", nearest, check=True).text.strip()
+    return [f"-DLLAMA_BUILD_COMMIT={short}", "-DLLAMA_BUILD_NUMBER=0"]
+
+
 def configure(src: Path, bdir: Path, opts: BuildOptions, tc: Toolchain, log: Path) -> None:
     args = [
         "cmake",
@@ -389,6 +404,7 @@ def configure(src: Path, bdir: Path, opts: BuildOptions, tc: Toolchain, log: Pat
         "-G",
         "Ninja",
         f"-DCMAKE_BUILD_TYPE={opts.build_type}",
+        *version_args(src),
         *tc.cmake_args,
         *opts.cmake_options,
     ]

@@ -20,7 +20,8 @@ the shortest one when their lengths differ (scripts/compare-llama-bench.py:352),
 with '_' to one length: base______, +0001_____, +0001+0002, base.aa2__ (the A/A copy `base#2`),
 all-0001__ (leave-one-out `-0001`). A label is never a hex string, so the script's git lookups never
 turn it into a branch name. The table `patchkit_variants` in each file maps label -> variant and the
-build_commit the tool itself wrote (the variant tree's short sha); the script ignores that table.
+build_commit the tool itself wrote (the short commit of the base the variant is built on: build.version_args;
+builds made before it, the variant tree's own); the script ignores that table.
 """
 
 from __future__ import annotations
