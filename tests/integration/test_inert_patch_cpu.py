@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from patchkit import build as build_mod
 
 from .conftest import copy_cache
@@ -16,6 +18,7 @@ TARGETS = ["ggml-base", "llama-common-base"]  # ggml's core and build-info.cpp: 
 _COMPILED = re.compile(r"^\[\d+/\d+\] Building \w+ object (\S+)$", re.M)
 
 
+@pytest.mark.slow
 def test_a_text_only_patch_compiles_nothing_of_llama_and_a_changed_source_compiles(work, base, tmp_path):
     patches = {
         "0001-notes.patch": (_write("notes.txt", "notes only\n"), "notes: add"),

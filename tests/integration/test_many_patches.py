@@ -17,7 +17,7 @@ from patchkit.workspace import Workspace
 from .conftest import copy_cache
 from .test_source_series import TOY_BASE
 
-N = 200
+N = 60  # past 51 (where names passed 255 bytes); 1,000 measured by hand: docs/faults.md
 # the trees are small (every big folder pruned): the test is about the series, not the checkout
 PRUNE = '["models", "docs", "media", "tools", ".github", "ggml", "src", "common", "tests", "examples", "vendor"]'
 
@@ -36,7 +36,7 @@ def _patch(i: int) -> str:
     )
 
 
-def test_a_series_of_200_patches_applies_with_one_am_per_patch(work, base, tmp_path, monkeypatch):
+def test_a_long_series_applies_with_one_am_per_patch(work, base, tmp_path, monkeypatch):
     proj = tmp_path / "proj"
     (proj / "patches").mkdir(parents=True)
     (proj / "recipes").mkdir()
@@ -55,7 +55,7 @@ def test_a_series_of_200_patches_applies_with_one_am_per_patch(work, base, tmp_p
     t0 = time.monotonic()
     states = pipeline.apply(ctx, base_info)
     seconds = time.monotonic() - t0
-    assert len(states) == N + 1 and len(ams) == N, (len(states), len(ams))  # was N*(N+1)/2 = 20100
+    assert len(states) == N + 1 and len(ams) == N, (len(states), len(ams))  # was N*(N+1)/2
     last = ctx.ws.variants(recipe.name) / series.folder_name(states[-1].name)
     assert sorted(p.name for p in (last / "many").iterdir()) == [f"{i:04d}.txt" for i in range(1, N + 1)]
     fifty = series.plan_variants(recipe)[50]
