@@ -10,12 +10,16 @@ key with different resources, is no match (said so), never a guess.
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from patchkit.errors import OptionError
 from patchkit.measure import occupancy_formula as occ
+from patchkit.results.data.base import ABSENT, Data
+from patchkit.results.data.check import CheckData, CheckKernel
+from patchkit.results.data.occupancy import Cliff, Launch
 
 _BUILTIN = {
     "v": "void",
@@ -176,34 +180,48 @@ def _mangled(name: str) -> tuple[str, tuple[str, ...]] | None:
     return fn, tuple(args)
 
 
-def check_kernels(data: dict[str, Any]) -> list[dict[str, Any]]:
+@dataclass(kw_only=True)
+class Prediction(Data):
+    """`predict_row`'s answer: a measured launch on a target GPU, or only `error` where the formula could not
+    (a Data class so that the report's JSON holds it as it always did: absent keys left out)."""
+
+    registers: int = ABSENT  # per thread, from the compile check
+    smem_static: int = ABSENT  # bytes per block, from the compile check
+    blocks_per_sm: int = ABSENT
+    limiter: str = ABSENT
+    theoretical_pct: float = ABSENT
+    waves: float | None = ABSENT
+    cliff: Cliff = ABSENT
+    error: str = ABSENT
+
+
+def check_kernels(data: CheckData) -> list[CheckKernel]:
     """The compile check's per-kernel records (patchkit.measure.resources: name, arch 'sm_89', registers,
     smem, log) of a check step's data, each with its variant: the one whose log it was read from
-    (`raw/check-cuda-<arch>-<variant>.log`)."""
+    (`raw/check-cuda-<arch>-<variant>.log`; '' when the log's name does not say)."""
     out = []
-    for k in data.get("kernels") or []:
-        r = dict(k)
-        if not r.get("variant"):
-            arch = str(r.get("arch", "")).removeprefix("sm_")
-            m = re.fullmatch(rf"check-cuda-{re.escape(arch)}-(.+?)(?:\.\d+)?\.log", Path(str(r.get("log", ""))).name)
-            r["variant"] = m.group(1) if m else None
-        out.append(r)
+    for k in data.kernels or []:
+        if not k.variant:
+            arch = k.arch.removeprefix("sm_")
+            m = re.fullmatch(rf"check-cuda-{re.escape(arch)}-(.+?)(?:\.\d+)?\.log", Path(k.log).name)
+            k = dataclasses.replace(k, variant=m.group(1) if m else "")
+        out.append(k)
     return out
 
 
-def lookup(records: list[dict[str, Any]], variant: str, kernel: str) -> tuple[dict[str, Any] | None, str]:
+def lookup(records: list[CheckKernel], variant: str, kernel: str) -> tuple[CheckKernel | None, str]:
     """The one compile-check record of `kernel` (ncu's name) for `variant`, or (None, why)."""
     key = kernel_key(kernel)
     if key is None:
         return None, "kernel name not readable"
-    hits = [r for r in records if r.get("variant") == variant and kernel_key(str(r.get("name", ""))) == key]
+    hits = [r for r in records if r.variant == variant and kernel_key(r.name) == key]
     if not hits:
         return (
             None,
             "not in this variant's compile check (it compiles the units its patches change and the CUDA units "
             "the series end compiles; base, the template instances of the kernel-path cases' K/V types)",
         )
-    if len({(int(r["registers"]), int(r.get("smem", 0))) for r in hits}) > 1:
+    if len({(r.registers, r.smem) for r in hits}) > 1:
         return None, "ambiguous: compiled with different resources under one name"
     return hits[0], ""
 
@@ -219,26 +237,24 @@ def default_targets(archs: list[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def predict_row(launch: dict[str, Any], rec: dict[str, Any], target: occ.Gpu) -> dict[str, Any]:
+def predict_row(launch: Launch, rec: CheckKernel, target: occ.Gpu) -> Prediction:
     """blocks per SM, limiter, theoretical occupancy, waves and cliffs of a measured launch on `target`,
     with the compile check's registers and static shared memory."""
     from patchkit.measure.occupancy import launch as to_launch
 
     ln = to_launch(launch)
     try:
-        o = occ.predict(ln, int(rec["registers"]), int(rec.get("smem", 0)), target)
+        o = occ.predict(ln, rec.registers, rec.smem, target)
         lim = occ.limits(target.cc)
     except OptionError as e:
-        return {"error": str(e)}
-    cl = occ.cliff(
-        occ.Launch(int(rec["registers"]), ln.threads, int(rec.get("smem", 0)), ln.smem_dynamic, grid=ln.grid), lim
+        return Prediction(error=str(e))
+    cl = occ.cliff(occ.Launch(rec.registers, ln.threads, rec.smem, ln.smem_dynamic, grid=ln.grid), lim)
+    return Prediction(
+        registers=rec.registers,
+        smem_static=rec.smem,
+        blocks_per_sm=o.blocks_per_sm,
+        limiter=o.limiter,
+        theoretical_pct=round(100 * o.theoretical, 2),
+        waves=o.waves,
+        cliff=Cliff(**cl),
     )
-    return {
-        "registers": int(rec["registers"]),
-        "smem_static": int(rec.get("smem", 0)),
-        "blocks_per_sm": o.blocks_per_sm,
-        "limiter": o.limiter,
-        "theoretical_pct": round(100 * o.theoretical, 2),
-        "waves": o.waves,
-        "cliff": cl,
-    }

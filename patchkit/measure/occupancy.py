@@ -141,15 +141,14 @@ def formula(k: LaunchStats) -> dict:
     }
 
 
-def launch(k: LaunchStats | dict) -> occ.Launch:
-    """The formula's launch of a measured one (a LaunchStats or its stored dict)."""
-    g = k if isinstance(k, dict) else k.to_dict()
+def launch(k: LaunchStats | Launch) -> occ.Launch:
+    """The formula's launch of a measured one (a LaunchStats or the stored Launch)."""
     return occ.Launch(
-        registers=int(g["registers"]),
-        threads=int(g["block_size"]),
-        smem_static=int(g["smem_static"]),
-        smem_dynamic=int(g["smem_dynamic"]),
-        grid=int(g["grid_size"]) if g.get("grid_size") is not None else None,
+        registers=int(k.registers),
+        threads=int(k.block_size),
+        smem_static=int(k.smem_static),
+        smem_dynamic=int(k.smem_dynamic),
+        grid=int(k.grid_size) if k.grid_size is not None else None,
     )
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any
 
 import patchkit.compare.occupancy_predict as pred
 from patchkit.errors import OptionError
@@ -29,6 +28,9 @@ from patchkit.report.fmt import (
 from patchkit.report.part import Missing, Section
 from patchkit.report.path import kernel_name
 from patchkit.report.runview import RunView, ordered
+from patchkit.results.data.base import ABSENT
+from patchkit.results.data.check import CheckData
+from patchkit.results.data.occupancy import Cliff, Launch, OccupancyData
 
 STEP = "bench:occupancy"
 DOMINANT = 0.9  # kernels shown per variant: the largest shares until they add up to this (at most MAX_KERNELS)
@@ -52,7 +54,7 @@ class OccKernel:
     launches: int
     share: float  # of the profiled launches' ncu duration
     total_ns: float = 0.0
-    first: dict[str, Any]  # its first launch as stored (ncu's fields, the formula's answer)
+    first: Launch  # its first launch as stored (ncu's fields, the formula's answer)
     dram_pct: float | None = None  # mean over its launches
     achieved_pct: float | None = None
 
@@ -64,7 +66,7 @@ class OccPredicted:
     kernel: str
     arch: str
     gpu: str
-    row: dict[str, Any] | None  # occupancy_predict.predict_row, or None
+    row: pred.Prediction | None  # occupancy_predict.predict_row, or None
     why: str = ""  # why there is no row
 
 
@@ -92,23 +94,23 @@ class Occupancy:
     runs: list[OccRun]
 
 
-def _group(launches: list[dict[str, Any]]) -> list[OccKernel]:
+def _group(launches: list[Launch]) -> list[OccKernel]:
     """Launches of one variant and case -> kernels (by name and configuration), largest share first."""
-    total = sum(k["duration_ns"] for k in launches) or 1.0
-    groups: dict[tuple, list[dict[str, Any]]] = {}
+    total = sum(k.duration_ns for k in launches) or 1.0
+    groups: dict[tuple, list[Launch]] = {}
     for k in launches:
-        cfg = (k["kernel_name"], k.get("grid_size"), k.get("block_size"), k.get("smem_dynamic"), k.get("registers"))
+        cfg = (k.kernel_name, k.grid_size, k.block_size, k.smem_dynamic, k.registers)
         groups.setdefault(cfg, []).append(k)
     out = []
     for ks in groups.values():
-        dram = [k["dram_pct"] for k in ks if k.get("dram_pct") is not None]
-        ach = [k["achieved_pct"] for k in ks if k.get("achieved_pct") is not None]
+        dram = [k.dram_pct for k in ks if k.dram_pct is not None]
+        ach = [k.achieved_pct for k in ks if k.achieved_pct is not None]
         out.append(
             OccKernel(
-                name=ks[0]["kernel_name"],
+                name=ks[0].kernel_name,
                 launches=len(ks),
-                share=sum(k["duration_ns"] for k in ks) / total,
-                total_ns=sum(k["duration_ns"] for k in ks),
+                share=sum(k.duration_ns for k in ks) / total,
+                total_ns=sum(k.duration_ns for k in ks),
                 first=ks[0],
                 dram_pct=sum(dram) / len(dram) if dram else None,
                 achieved_pct=sum(ach) / len(ach) if ach else None,
@@ -128,14 +130,14 @@ def dominant(kernels: list[OccKernel]) -> list[OccKernel]:
     return out
 
 
-def _targets(run: RunView, data: dict[str, Any]) -> tuple[list[str], dict[str, dict[str, Any]]]:
+def _targets(run: RunView, data: OccupancyData) -> tuple[list[str], dict[str, CheckData]]:
     """The target GPUs (the step's, else one per checked arch) and the checks' data by arch."""
-    checks = {s.name.removeprefix("check:cuda-"): s.data for s in run.steps("check:cuda-")}
-    named = list(data.get("target_gpus") or []) or pred.default_targets(list(checks))
+    checks = {s.name.removeprefix("check:cuda-"): CheckData.from_step(s, run.where) for s in run.steps("check:cuda-")}
+    named = list(data.target_gpus or []) or pred.default_targets(list(checks))
     return named, checks
 
 
-def _predict(run: RunView, e: OccRun, data: dict[str, Any]) -> None:
+def _predict(run: RunView, e: OccRun, data: OccupancyData) -> None:
     names, checks = _targets(run, data)
     e.targets = names
     for gname in names:
@@ -162,31 +164,32 @@ def _predict(run: RunView, e: OccRun, data: dict[str, Any]) -> None:
 def _run(run: RunView, order: list[str]) -> OccRun:
     s = run.step(STEP)
     e = OccRun.of(run, STEP, s)
-    if s is None or s.data.get("cases") is None:
+    d = OccupancyData.from_step(s, run.where) if s is not None else None
+    if d is None or not d.measured:
         return e
     hidden = set(run.same_code)
     cases = []
-    for c in s.data["cases"]:
-        vs = {v: d for v, d in (c.get("variants") or {}).items() if v not in hidden}
-        for v, d in vs.items():
-            for k in d["launches"]:
+    for c in d.cases:
+        vs = {v: r for v, r in c.variants.items() if v not in hidden}
+        for v, r in vs.items():
+            for k in r.launches:
                 e.checked += 1
-                where = f"{v} {code(kernel_name(k['kernel_name']))} (launch {k['id']})"
-                if k.get("selfcheck") != "ok":
-                    f = k.get("formula") or {}
-                    got = f.get("error") or f"formula {f.get('blocks_per_sm')} ({f.get('limiter')})"
-                    e.mismatches.append(f"{where}: ncu {k.get('blocks_per_sm')}, {got}")
-                e.flagged += [f"{where}: {x}" for x in k.get("flagged") or []]
+                where = f"{v} {code(kernel_name(k.kernel_name))} (launch {k.id})"
+                if k.selfcheck != "ok":
+                    f = k.formula
+                    got = f.error or f"formula {f.blocks_per_sm} ({f.limiter})"
+                    e.mismatches.append(f"{where}: ncu {k.blocks_per_sm}, {got}")
+                e.flagged += [f"{where}: {x}" for x in k.flagged]
         cases.append(
             OccCase(
-                params=str(c.get("params")),
-                variants={v: _group(vs[v]["launches"]) for v in ordered(vs, order)},
-                ops={v: int(vs[v].get("ops", 1)) for v in vs},
+                params=c.params,
+                variants={v: _group(vs[v].launches) for v in ordered(vs, order)},
+                ops={v: vs[v].ops for v in vs},
             )
         )
     e.cases = cases
     e.measured_gpu = run.gpu
-    _predict(run, e, s.data)
+    _predict(run, e, d)
     return e
 
 
@@ -198,7 +201,7 @@ def limiter_words(names: list[str]) -> str:
     return " and ".join(LIMITER.get(n, n) for n in names)
 
 
-def _f(x: Any, nd: int = 1) -> str:
+def _f(x: float | None, nd: int = 1) -> str:
     return DASH if x is None else f"{x:.{nd}f}"
 
 
@@ -207,7 +210,7 @@ def _measured_rows(gpu: list[str], c: OccCase) -> list[list[str]]:
     for v, ks in c.variants.items():
         for k in dominant(ks):
             f = k.first
-            smem = f"{int(f['smem_static'] or 0):,} + {int(f['smem_dynamic'] or 0):,}"
+            smem = f"{int(f.smem_static or 0):,} + {int(f.smem_dynamic or 0):,}"
             rows.append(
                 [
                     *gpu,
@@ -215,27 +218,29 @@ def _measured_rows(gpu: list[str], c: OccCase) -> list[list[str]]:
                     code(v),
                     code(kernel_name(k.name)),
                     f"x{k.launches}, {100 * k.share:.0f} %",
-                    f"{int(f['registers'])} / {int(f['block_size'])} / {int(f['grid_size']):,}",
+                    f"{int(f.registers)} / {int(f.block_size)} / {int(f.grid_size):,}",
                     smem,
-                    f"{f['blocks_per_sm']} ({limiter_words(f['limiters'])})",
-                    f"{_f(f['theoretical_pct'])} / {_f(k.achieved_pct)}",
-                    _f(f.get("waves"), 2),
+                    f"{f.blocks_per_sm} ({limiter_words(f.limiters)})",
+                    f"{_f(f.theoretical_pct)} / {_f(k.achieved_pct)}",
+                    _f(f.waves, 2),
                     _f(k.dram_pct),
-                    _f(f.get("l2_hit_pct")),
-                    _cliff(f.get("formula", {}).get("cliff")),
+                    _f(f.l2_hit_pct),
+                    _cliff(f.formula.cliff),
                 ]
             )
     return rows
 
 
-def _cliff(cl: dict[str, Any] | None) -> str:
+def _cliff(cl: Cliff) -> str:
     """'+1: smem -8,272 B; -1: smem +177 B': the shared memory per block (or registers per thread) to
     take away for one block more per SM, and to add for one block less (a resource that cannot do it: left out)."""
-    if not cl:
+    if not cl:  # ABSENT: the formula gave no answer
         return DASH
     parts = []
-    for sign, what, how in (("+1", "one_more", "-"), ("-1", "one_less", "+")):
-        s, r = cl.get(f"shared_memory_to_{what}"), cl.get(f"registers_to_{what}")
+    for sign, s, r, how in (
+        ("+1", cl.shared_memory_to_one_more, cl.registers_to_one_more, "-"),
+        ("-1", cl.shared_memory_to_one_less, cl.registers_to_one_less, "+"),
+    ):
         got = ([f"smem {how}{int(s):,} B"] if s is not None else []) + (
             [f"regs {how}{int(r)}"] if r is not None else []
         )
@@ -251,17 +256,17 @@ def _predicted_rows(gpu: list[str], e: OccRun, c: OccCase) -> list[list[str]]:
             continue
         r = p.row
         head = [*gpu, p.gpu, f"sm_{p.arch}" if p.arch else DASH, code(p.variant), code(kernel_name(p.kernel))]
-        if r is None or "error" in (r or {}):
-            rows.append([*head, DASH, DASH, DASH, DASH, DASH, (r or {}).get("error") or p.why])
+        if r is None or r.error is not ABSENT:
+            rows.append([*head, DASH, DASH, DASH, DASH, DASH, (r.error if r else "") or p.why])
             continue
         rows.append(
             [
                 *head,
-                f"{r['registers']} / {r['smem_static']:,}",
-                f"{r['blocks_per_sm']} ({r['limiter']})",
-                _f(r["theoretical_pct"]),
-                _f(r.get("waves"), 2),
-                _cliff(r.get("cliff")),
+                f"{r.registers} / {r.smem_static:,}",
+                f"{r.blocks_per_sm} ({r.limiter})",
+                _f(r.theoretical_pct),
+                _f(r.waves, 2),
+                _cliff(r.cliff),
                 "",
             ]
         )
@@ -375,15 +380,15 @@ def summary_line(ev: Evidence) -> str:
     what = f" {ARROW} ".join(f"{code(n)} ({', '.join(vs)})" for n, vs in names.items())
     s = (
         f"Occupancy from {code(chain[0][0])} to {code(chain[-1][0])} ({code(c.short)}): {what}: blocks per SM "
-        f"{_arrows(k.first['blocks_per_sm'] for _, k in chain)} on the {e.measured_gpu} (ncu, "
-        f"{limiter_words(end.first['limiters'])})"
+        f"{_arrows(k.first.blocks_per_sm for _, k in chain)} on the {e.measured_gpu} (ncu, "
+        f"{limiter_words(end.first.limiters)})"
     )
     predicted = False
     for g in e.targets:
         ps = [_pred(e, c.params, v, k.name, g) for v, k in chain]
         if ps[-1] is None or all(p is None for p in ps[:-1]):
             continue
-        s += f", {_arrows(p['blocks_per_sm'] if p else DASH for p in ps)} predicted on an {g} ({ps[-1]['limiter']})"
+        s += f", {_arrows(p.blocks_per_sm if p else DASH for p in ps)} predicted on an {g} ({ps[-1].limiter})"
         predicted = True
     # a target whose host code picks another kernel (0001 picks this one from cc 8.9 only) is not one the
     # prediction holds for: the line says what it assumes, as the section does
@@ -410,7 +415,7 @@ def _changed(ev: Evidence) -> tuple[OccRun, OccCase, str] | None:
                 by_a = {kernel_name(k.name): k for k in dominant(c.variants[a])}
                 for k in dominant(c.variants[b]):
                     old = by_a.get(kernel_name(k.name))
-                    if old is None or old.first["blocks_per_sm"] == k.first["blocks_per_sm"]:
+                    if old is None or old.first.blocks_per_sm == k.first.blocks_per_sm:
                         continue
                     score = (sum(g.total_ns for g in c.variants[b]), k.share + old.share)
                     if best is None or score > best[0]:
@@ -423,9 +428,9 @@ PREDICTED_ASSUMES = (
 )
 
 
-def _pred(e: OccRun, case: str, variant: str, kernel: str, gpu: str) -> dict[str, Any] | None:
+def _pred(e: OccRun, case: str, variant: str, kernel: str, gpu: str) -> pred.Prediction | None:
     for p in e.predicted:
-        if (p.case, p.variant, p.kernel, p.gpu) == (case, variant, kernel, gpu) and p.row and "error" not in p.row:
+        if (p.case, p.variant, p.kernel, p.gpu) == (case, variant, kernel, gpu) and p.row and p.row.error is ABSENT:
             return p.row
     return None
 

@@ -8,6 +8,7 @@ H200 run of the same recipe and base; its bench:path cases are the ones profiled
 from __future__ import annotations
 
 import csv
+import dataclasses
 import itertools
 import json
 import shutil
@@ -277,3 +278,23 @@ def test_the_step_holds_the_other_gpu_steps_but_not_the_cpu_lane():
     kinds = {k.name: k for k in STEPS}
     assert kinds["bench:occupancy"].timing and not kinds["bench:occupancy"].holds_cpu
     assert kinds["bench:kernel"].holds_cpu and kinds["bench:decode"].holds_cpu
+
+
+def test_check_records_are_typed_and_take_their_variant_from_the_log(run):
+    """occupancy_predict reads the check step's typed data (CheckData): a record without a variant gets the
+    one its log names; two records of one kernel with different resources are no match, never a guess."""
+    from patchkit.results.data.check import CheckData
+
+    ck = CheckData.from_step(Bundle.open(run).step("check:cuda-89"))
+    bare = CheckData(kernels=[dataclasses.replace(k, variant="") for k in ck.kernels])
+    recs = pred.check_kernels(bare)
+    assert {r.variant for r in recs} == set(VARIANTS)
+    f16 = "void flash_attn_ext_f16<256, 256, 1, 8, 0, 0, 0>(const char *)"
+    rec, why = pred.lookup(recs, "+0001+0002", f16)
+    assert rec is not None and why == "" and rec.registers == 194
+    other = dataclasses.replace(rec, registers=rec.registers + 1)
+    assert pred.lookup([*recs, other], "+0001+0002", f16) == (
+        None,
+        "ambiguous: compiled with different resources under one name",
+    )
+    assert pred.lookup(recs, "+0009", f16)[0] is None
