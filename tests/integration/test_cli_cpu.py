@@ -130,6 +130,8 @@ def test_run_end_to_end_and_report(cpu_build, work, cli):
         SMALL_TESTS,
         "--params",
         SMALL_PERF,
+        "--rounds",
+        "3",
         "--kernel-max-rounds",
         "3",
         "--measure-same-code",

@@ -59,7 +59,8 @@ def run_whole(argv: list) -> subprocess.CompletedProcess:
     lost), so a run without its closing common_perf_print lines is run again, up to run.ATTEMPTS."""
     for _ in range(run_mod.ATTEMPTS):
         r = run(argv)
-        if parsers.completion_finished(r.stderr):
+        # the eval line too: a rehearsal of CI (2026-12-05) lost it with the lines after the sampler's
+        if parsers.completion_finished(r.stderr) and re.search(r"\beval time =.*?/\s*(\d+) runs", r.stderr):
             return r
     raise AssertionError(
         f"{argv[0]}: output cut short in {run_mod.ATTEMPTS} runs\n--- stderr tail:\n{r.stderr[-3000:]}"
