@@ -14,7 +14,7 @@ warm=$work/runs/seed-fattn/${1:-warm}
 file=ggml/src/ggml-cuda/fattn-mma-f16.cuh
 row='GGML_CUDA_FATTN_MMA_CONFIG_CASE(256, 256,  8,  64, 4,  32, 128, 128, 128'
 cases=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['scope']['params'])" "$warm/results.json")
-log=${OUT:-.}/manual-loop.log
+log=$work/runs/seed-fattn/manual-loop.log  # in the runs folder: scripts/device.sh collect packs it (a later call has another $OUT)
 {
     t0=$(date +%s.%N)
     sed -i "s/$row, 1, true);/$row, 2, true);/" "$root/tree/$file"
