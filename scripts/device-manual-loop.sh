@@ -13,7 +13,9 @@ root=$work/builds/seed-fattn/cuda-90
 warm=$work/runs/seed-fattn/${1:-warm}
 file=ggml/src/ggml-cuda/fattn-mma-f16.cuh
 row='GGML_CUDA_FATTN_MMA_CONFIG_CASE(256, 256,  8,  64, 4,  32, 128, 128, 128'
-cases=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['scope']['params'])" "$warm/results.json")
+# the cases the warm run timed: bench:kernel's own -p (the recipe's cases joined with the scope's), not the
+# scope's params alone (those match every hsk=256 case of test-backend-ops: 214.7 s of perf on 2026-12-05)
+cases=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['steps']['bench:kernel']['data']['params'])" "$warm/results.json")
 log=$work/runs/seed-fattn/manual-loop.log  # in the runs folder: scripts/device.sh collect packs it (a later call has another $OUT)
 {
     t0=$(date +%s.%N)
