@@ -119,3 +119,22 @@ def test_the_table_is_upstreams_layout_same_cells_folded_others_each_a_row(h200)
     rs = sorted(v.ratio for v in cells)
     assert f[7] == f"{rs[0]:.3f} to {rs[-1]:.3f}" and f[8].startswith("same (floors ")
     assert "are folded into one row per variant" in sec
+
+
+def test_the_seeds_claims_cell_by_cell_on_the_finished_h200_matrix():
+    """examples/h200-2026-12-05/cold: the default recipe's matrix ran to its end (3 rounds, 6 samples a side).
+    Micro-batch 1 at depth 32768 is slower for both variants; micro-batch 2 at depth 32768 is faster (so "no
+    change for 2-3 queries" does not hold here); the tg cell at depth 122880 ("+12 % at 120k keys") is noisy:
+    its A/A floor is above max-floor, so the run neither confirms nor refutes the claim."""
+    run = ROOT / "examples" / "h200-2026-12-05" / "cold"
+    d = DecodeData.from_step(Bundle.open(run).step("bench:decode"))
+    assert d.rounds_run == 3 and all(len(x.samples_ts) == 6 for x in d.rows)
+    vs = _vs(d)
+    for v in ("+0001", "+0001+0002"):
+        one, two = vs[(v, "pp512 @ d32768", 1)], vs[(v, "pp512 @ d32768", 2)]
+        assert one.verdict == "slower" and one.ci_high < 1 - one.floor
+        assert two.verdict == "faster" and two.ci_low > 1 + two.floor
+        deep = vs[(v, "tg32 @ d122880", 512)]
+        assert deep.verdict == "noisy" and deep.floor > 0.03 and deep.ratio > 1
+    assert round(vs[("+0001+0002", "pp512 @ d32768", 1)].ratio, 3) == 0.886
+    assert round(vs[("+0001+0002", "tg32 @ d122880", 512)].ratio, 3) == 1.064
