@@ -13,11 +13,12 @@ from __future__ import annotations
 import shlex
 import statistics
 import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
 
-from patchkit import parsers, vcs, vendored
+from patchkit import parsers, source, vcs, vendored
 from patchkit.results import upstreamdb
 from patchkit.results.upstreamdb import LLAMA_BENCH, TEST_BACKEND_OPS
 
@@ -175,16 +176,29 @@ BASES = ROOT / "tests" / "fixtures" / "bases"
 
 
 def _base_script(work, version: str, dest: Path) -> Path:
-    """scripts/compare-llama-bench.py of that base (its commit in the cache repo: `patchkit fetch` of a recipe
-    on that base puts it there), unedited."""
-    commit = vendored.by_version(version).commit
-    text = vcs.show(work.repo, commit, "scripts/compare-llama-bench.py", git_dir=work.repo)
+    """scripts/compare-llama-bench.py of that base, unedited: from its commit in the cache repo (`patchkit fetch`
+    of a recipe on that base puts it there), else from its sdist in the cache (vendor/llama.cpp of
+    llama_cpp_python-<version>.tar.gz, its sha256 the vendored table's)."""
+    row = vendored.by_version(version)
+    text = vcs.show(work.repo, row.commit, "scripts/compare-llama-bench.py", git_dir=work.repo)
     if text is None:
-        pytest.skip(f"{version}'s llama.cpp ({commit[:9]}) is not in {work.repo}")
+        text = _script_from_sdist(work, row)
     path = dest / "scripts" / "compare-llama-bench.py"
     path.parent.mkdir(parents=True)
     path.write_text(text)
     return path
+
+
+def _script_from_sdist(work, row: vendored.Vendored) -> str:
+    name = f"llama_cpp_python-{row.version}"
+    archive = work.sdist(f"{name}.tar.gz")
+    if not archive.is_file():
+        pytest.skip(f"{row.version}: neither its llama.cpp ({row.commit[:9]}) in {work.repo} nor {archive}")
+    assert source.sha256_file(archive) == row.sha256, f"{archive} is not the vendored table's sdist"
+    with tarfile.open(archive) as tar:
+        member = tar.extractfile(f"{name}/{vendored.SUBDIR}/scripts/compare-llama-bench.py")
+        assert member is not None
+        return member.read().decode()
 
 
 VERSIONS = [v.version for v in vendored.SDISTS]
