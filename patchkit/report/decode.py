@@ -459,7 +459,8 @@ def exercises_line(r: DecodeData, m: DecodeData) -> str:
     model's GQA where the two differ."""
     d = r.model
     kvs = ", ".join(sorted({f"{x.type_k}/{x.type_v}" for x in r.rows}))
-    tests = ", ".join(dict.fromkeys(x.test for x in r.rows))
+    one = {x.test: x.n_prompt and x.n_ubatch and x.n_prompt <= x.n_ubatch for x in r.rows}
+    tests = ", ".join(t + (" (in one micro-batch)" if one[t] else "") for t in one)
     s = f"What it exercises: {model_mod.shape_line(d)} (from its GGUF header); K/V cache {kvs}; {tests} at depth 0"
     g, g0 = d.get("n_gqa"), m.model.get("n_gqa") or _gqa(m.model)
     if g and g0 and g != g0:
