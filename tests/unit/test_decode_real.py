@@ -160,3 +160,17 @@ def test_runs_without_a_real_model_store_and_show_none(tmp_path):
     md = section(render(run), "### Decode")
     assert "Decode on" not in md and "What it exercises" not in md
     assert DecodeData.from_dict(step.data, "x").real is decode.ABSENT
+
+
+def test_the_committed_cpu_series_example_has_the_real_models_cells_and_table():
+    """examples/cpu-series-real (a real upstream CPU change run end to end, PROVENANCE.md there): its stored real
+    cells name their raw logs, which are committed, and its report heads their table with the model's label."""
+    run = ROOT / "examples" / "cpu-series-real" / "run"
+    d = DecodeData.from_dict(json.loads((run / "results.json").read_text())["steps"]["bench:decode"]["data"], "x")
+    assert d.real.model["label"] == "Gemma 3 270m Q4_K_M" and {x.test for x in d.real.rows} == {"pp64", "tg8"}
+    assert all((run / log).is_file() and "decode-real-r" in log for x in d.real.rows for log in x.logs)
+    assert all(len(x.samples_ts) == 4 for x in d.real.rows) and len(d.real.aa) == 2
+    assert {x.n_ubatch for x in d.rows} == {4, 16, 64, 512} and all("gemma" not in x.model_type for x in d.rows)
+    md = (run / "report.md").read_text()
+    assert "**Decode on Gemma 3 270m Q4_K_M**" in md and "K/V cache f16/f16; pp64 (in one micro-batch), tg8" in md
+    assert "Microbatch size" in (run.parent / "compare-llama-bench.txt").read_text()
