@@ -11,7 +11,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from patchkit import backends, parsers
-from patchkit.errors import ParseError, RecipeError
+from patchkit.errors import ParseError, PatchkitError, RecipeError
 from patchkit.measure import model as model_mod
 from patchkit.measure import model_package, stats
 from patchkit.measure.hooks import Around
@@ -453,13 +453,20 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
     argvs = matrix_argvs(
         path, depths=d.depths, pp_depths=d.pp_depths, n_prompt=d.n_prompt, n_gen=d.n_gen, ubatch=d.ubatch, **kw
     )
-    real = None
+    real, missing = None, ""
     if _wants_real(opts):
-        rpath, rinfo = real_model(built.ctx, opts)
-        argv = real_argv(rpath, n_prompt=d.real_n_prompt, n_gen=d.real_n_gen, **kw)
-        real = Real(path=rpath, info=rinfo, argv=argv, note=d.real_note)
+        try:  # a model that cannot be had (offline, no network) costs its own cells, not the matrix
+            rpath, rinfo = real_model(built.ctx, opts)
+        except PatchkitError as e:
+            missing = str(e)
+        else:
+            argv = real_argv(rpath, n_prompt=d.real_n_prompt, n_gen=d.real_n_gen, **kw)
+            real = Real(path=rpath, info=rinfo, argv=argv, note=d.real_note)
     timing = timing_of(opts)
-    return run_decode(built.bundle, built.measured, model=path, model_info=info, argvs=argvs, timing=timing, real=real)
+    out = run_decode(built.bundle, built.measured, model=path, model_info=info, argvs=argvs, timing=timing, real=real)
+    if missing and out.data:
+        out.data["real_missing"] = missing
+    return out
 
 
 def _wants_real(opts: RunOptions) -> bool:
@@ -519,7 +526,7 @@ def reparse(bundle: Bundle, old: Step, bins: list[Bins]) -> Step:
     real = None
     if d.real is not ABSENT:
         real = Real(path=Path(d.real.model_path), info=d.real.model, argv=d.real.argv, note=d.real.note)
-    return run_decode(
+    out = run_decode(
         bundle,
         bins,
         model=Path(d.model_path or ""),
@@ -528,6 +535,9 @@ def reparse(bundle: Bundle, old: Step, bins: list[Bins]) -> Step:
         timing=DecodeTiming.from_data(d),
         real=real,
     )
+    if d.real_missing is not ABSENT and out.data:
+        out.data["real_missing"] = d.real_missing
+    return out
 
 
 def decode_model(

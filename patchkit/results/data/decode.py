@@ -120,6 +120,7 @@ class DecodeData(StepData):
     clocks: ClocksData = ABSENT  # runs before hooks (issue 35): GPU clocks around each process
     process_seconds: float = ABSENT  # llama-bench processes, summed (as the raw logs say; the real model's too)
     real: DecodeReal = ABSENT  # the real model's cells (absent: no real model named, or runs before it)
+    real_missing: str = ABSENT  # why the named real model's cells did not run (its install failed; absent: they ran)
 
     @property
     def measured(self) -> bool:
