@@ -160,6 +160,9 @@ class DecodeOptions:
     max_seconds: int  # no new round past this many seconds of llama-bench (0: no cap)
     pp_depths: tuple[int, ...]  # depths of the pp tests (empty: depths)
     max_floor: float  # a cell whose own A/A floor is above this is 'noisy' (0: no limit)
+    real_n_prompt: int  # the real model's pp test (-p, one micro-batch; 0: none)
+    real_n_gen: int  # the real model's tg test at depth 0 (-n; 0: none)
+    real_note: str  # what the series changes (or not) on the real model (a line under its table)
 
 
 @dataclass(frozen=True, kw_only=True)

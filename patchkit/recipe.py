@@ -127,6 +127,10 @@ class DecodeBench:
     max_noise: float = default("decode.max_noise")
     max_seconds: int = default("decode.max_seconds")
     max_floor: float = default("decode.max_floor")  # a cell whose own A/A floor is above this is 'noisy'
+    # the real model's small matrix ([model] package / path; docs/decode-matrix.md): pp in one micro-batch, tg at 0
+    real_n_prompt: int = default("decode.real_n_prompt")
+    real_n_gen: int = default("decode.real_n_gen")
+    real_note: str = default("decode.real_note")  # what the series changes (or not) on the real model
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -167,6 +171,8 @@ class Profile:
     model: dict[str, object] = field(default_factory=dict)  # [model] keys this backend overrides
     decode_rounds: int | None = None  # bench.decode rounds on this backend
     decode_max_rounds: int | None = None  # bench.decode max-rounds on this backend
+    real_n_prompt: int | None = None  # bench.decode real-n-prompt (the real model's pp test)
+    real_n_gen: int | None = None  # bench.decode real-n-gen (the real model's tg test)
 
 
 @dataclass(frozen=True, kw_only=True)

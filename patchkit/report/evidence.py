@@ -357,6 +357,10 @@ class DecodeData:
     rounds_run: Any = None
     clocks: dict[str, Any] | None = None
     hooks: dict[str, Any] | None = field(default=None, metadata=OMITTED)  # clocks, power (issue 35; older: clocks)
+    # the real model's own cells (docs/decode-matrix.md; None: no real model named, or an older run)
+    real: DecodeData | None = field(default=None, metadata=OMITTED)
+    note: str | None = field(default=None, metadata=OMITTED)  # the real model's: what the series changes on it
+    real_missing: str | None = field(default=None, metadata=OMITTED)  # why the named real model's cells did not run
 
 
 @dataclass(kw_only=True)

@@ -100,6 +100,12 @@ def test_run_end_to_end_and_report(cpu_build, work, cli):
     assert d["data"]["aa_label"] == "base#2" and d["data"]["rounds_run"] == 2 and d["data"]["noise_floor"] >= 0
     assert all(v["floor"] is not None for v in d["data"]["vs_base"])
     assert {a["depth"] for a in d["data"]["aa"]} == {0, 256}
+    # the real model's own cells (docs/decode-matrix.md): the CPU profile's pp16 and tg8 at depth 0, in the same rounds
+    real = d["data"]["real"]
+    assert {x["test"] for x in real["rows"]} == {"pp16", "tg8"} and all(len(x["samples_ts"]) == 4 for x in real["rows"])
+    assert {a["test"] for a in real["aa"]} == {"pp16", "tg8"} and (
+        run / "raw" / "decode-real-r2-base_aa2.log"
+    ).is_file()
     n = steps["numerics"]
     # the CUDA patches cannot change the CPU backend's results
     assert n["status"] == "ok" and all(p["identical"] for p in n["data"]["pairs"])
@@ -116,6 +122,7 @@ def test_run_end_to_end_and_report(cpu_build, work, cli):
         assert heading in md
     base_median = case["variants"]["base"]["median"]
     assert f"{base_median:.2f}" in md
+    assert "**Decode on Gemma 3 270m Q4_K_M**" in md and "What it exercises: head size 256" in md
     assert (run / "decode.png").stat().st_size > 1000
     # resuming the same run redoes nothing
     again = cli(

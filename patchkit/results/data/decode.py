@@ -85,6 +85,20 @@ class DecodeAA(Data):
 
 
 @dataclass(kw_only=True)
+class DecodeReal(Data):
+    """The small matrix on the real model ([model] package / path; docs/decode-matrix.md): its cells ran in the
+    matrix's interleaved rounds (A/A copy included), their logs `decode-real-r<round>-<label>`."""
+
+    model: dict[str, Any]  # the real model's description (measure.model.real_info, with its `label`)
+    model_path: str  # the GGUF llama-bench ran
+    argv: list[str]  # llama-bench's arguments of its one process a round
+    rows: list[DecodeCell]  # one per (variant, cell), variants in order, base first
+    vs_base: list[DecodeRatio]  # one per (variant, cell) but base
+    aa: list[DecodeAA]  # each cell's A/A ratio and floor
+    note: str = ""  # what the series changes (or not) on this model (the recipe's real-note)
+
+
+@dataclass(kw_only=True)
 class DecodeData(StepData):
     """bench:decode. Everything but `inputs` is written once llama-bench gave a record (a step that errored
     first may hold only `inputs`, or what the pipeline knew)."""
@@ -104,7 +118,9 @@ class DecodeData(StepData):
     noise_floor: float = ABSENT  # the largest cell floor (before issue 36: the one floor of all cells)
     aa_label: str = ABSENT  # the A/A copy's label (base#2)
     clocks: ClocksData = ABSENT  # runs before hooks (issue 35): GPU clocks around each process
-    process_seconds: float = ABSENT  # llama-bench processes, summed (as the raw logs say)
+    process_seconds: float = ABSENT  # llama-bench processes, summed (as the raw logs say; the real model's too)
+    real: DecodeReal = ABSENT  # the real model's cells (absent: no real model named, or runs before it)
+    real_missing: str = ABSENT  # why the named real model's cells did not run (its install failed; absent: they ran)
 
     @property
     def measured(self) -> bool:
