@@ -385,7 +385,7 @@ class _Job:
 
 def folders(root: Path, variant: str, own: bool) -> tuple[Path, Path]:
     """(tree, build folder) of a variant's build: the shared ones under `root`, or (`own`: a parallel
-    build, patchkit.build.pool) its own under root/each/<variant>/."""
+    build with a pool) its own under root/each/<variant>/."""
     if not own:
         return root / "tree", root / "build"
     mine = root / "each" / folder_name(variant)

@@ -1,7 +1,8 @@
 """CPU work beside GPU work: the build lane and the CPU steps.
 
-One thread builds the variants one after the other (base first) and hands each to the GPU lane as soon
-as it is built, then records the `build:<config>` step. Another runs the CPU steps (compile checks for
+One thread builds the variants, base first, then the others one after the other or, with a build pool
+(`--build-pool`), at once (patchkit.build.build_variants), and hands each to the GPU lane as soon as it is
+built, then records the `build:<config>` step. Another runs the CPU steps (compile checks for
 other arches) from the start, at the lowest CPU priority (nice 19): they take the cores the builds and
 the GPU steps leave idle and never slow a build. While a step that times kernels runs, the CPU steps and
 the other GPU steps are held (patchkit.proc.held). With `overlap=False` the GPU lane starts only when
