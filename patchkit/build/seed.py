@@ -9,12 +9,13 @@ folder. Built from nothing each would cost base's whole build; seeded, each cost
   of the build folder, so that every changed source is newer than every copied output;
 * the build folder: a real copy (`cp -a --reflink=auto`: a reflink where the file system has them, never a
   hard link, since compilers rewrite outputs in place), its text files' paths of the old tree and folder
-  rewritten (CMakeCache.txt, build.ninja, CMake's files, patchkit's configure stamp; modification times
-  kept, so CMake does not configure again), Ninja's deps log's paths rewritten (.ninja_deps, a binary
-  file of path and deps records) and its build log's command hashes (.ninja_log: MurmurHash64A of each
-  command line, which holds the paths) recomputed. A hash is rewritten only where the old command's hash
-  is the one the log holds (`ninja -t compdb`: commands without a response file); any other output is
-  rebuilt, as Ninja would ("command line changed"): a seed can only cost a compile, never skip one.
+  rewritten (CMakeCache.txt, build.ninja, CMake's files, patchkit's configure stamp, the tree's git folder
+  whose index CMake watches; modification times kept, so CMake does not configure again), Ninja's deps
+  log's paths rewritten (.ninja_deps, a binary file of path and deps records) and its build log's command
+  hashes (.ninja_log: MurmurHash64A of each command line, which holds the paths) recomputed. A hash is
+  rewritten only where the old command's hash is the one the log holds (`ninja -t compdb`: commands without
+  a response file); any other output is rebuilt, as Ninja would ("command line not found in log"): a seed
+  can only cost a compile, never skip one.
 
 Ninja then decides by modification times and its logs as in any incremental build: a unit is recompiled
 when a file it was compiled from is newer than its object.
@@ -173,6 +174,16 @@ def _moves(pairs: list[tuple[Path, Path]]) -> dict[str, str]:
     return moves
 
 
+def _git_dirs(src_tree: Path, tree: Path) -> list[tuple[Path, Path]]:
+    """(the finished tree's git folder, the new tree's) where both are git worktrees: CMake's files name the
+    git index (llama.cpp's build-info and ggml's commit are configured again when it changes), and the
+    variant's build must follow its own tree's index, as a build in the shared folder does."""
+    dirs = [vcs.git(t, "rev-parse", "--absolute-git-dir") for t in (src_tree, tree)]
+    if not all(d.ok for d in dirs) or dirs[0].text.strip() == dirs[1].text.strip():
+        return []
+    return [(Path(dirs[0].text.strip()), Path(dirs[1].text.strip()))]
+
+
 def copy_mtimes(src_tree: Path, tree: Path) -> int:
     """Each file git tracks in `tree` (at the same commit as `src_tree`) gets the modification time of
     the same file in `src_tree`; the number of files."""
@@ -200,7 +211,7 @@ def seed_folder(src_tree: Path, src_bdir: Path, tree: Path, bdir: Path, env: dic
     """`bdir`: a copy of the finished build in `src_bdir` (of `src_tree`) with its paths moved to `tree`
     and itself; `tree` must be at the same commit as `src_tree` already (its files' times copied). What
     was done (files, paths, hashes), also written to MARK, last."""
-    moves = _moves([(src_tree, tree), (src_bdir, bdir)])
+    moves = _moves([(src_tree, tree), (src_bdir, bdir), *_git_dirs(src_tree, tree)])
     hashes = command_hashes(src_bdir, moves, env)
     copy_folder(src_bdir, bdir, log)
     (bdir / MARK).unlink(missing_ok=True)
