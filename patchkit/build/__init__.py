@@ -392,10 +392,13 @@ def folders(root: Path, variant: str, own: bool) -> tuple[Path, Path]:
     return mine / "tree", mine / "build"
 
 
-def build_one(job: _Job, state: VariantState, tree: Path, bdir: Path, opts: BuildOptions) -> BuildResult:
+def build_one(
+    job: _Job, state: VariantState, tree: Path, bdir: Path, opts: BuildOptions, t0: float | None = None
+) -> BuildResult:
     """Configure and build one variant in `tree`/`bdir` (moved from whatever head they hold to the
-    variant's: Ninja recompiles what changed) and snapshot its binaries to bin/<variant>/."""
-    t0 = time.monotonic()
+    variant's: Ninja recompiles what changed) and snapshot its binaries to bin/<variant>/; its seconds
+    count from `t0` (its folders' seeding) or now."""
+    t0 = time.monotonic() if t0 is None else t0
     rows = None if opts.full_rebuild else units.prepare(job.recipe, tree, bdir, state.head, job.tc.env)
     old = vcs.git(tree, "rev-parse", "HEAD").text.strip() if (tree / ".git").exists() else ""
     move_tree(job.ws, job.recipe, job.root, job.base, state.head, tree)
@@ -500,12 +503,13 @@ def _pooled(job: _Job, states: list[VariantState], told: OnBuilt) -> dict[str, B
             return _own(st)
 
     def _own(st: VariantState) -> BuildResult:
+        t0 = time.monotonic()
         tree, bdir = folders(job.root, st.name, True)
         shared = folders(job.root, "", False)
         log = job.logs / f"seed-{opts.config}-{st.name}.log"
         how = seed.own_folders(job.ws, job.recipe, shared, (tree, bdir), job.tc.env, log)
-        print(f"{st.name}: own build folder {how} ({bdir})")
-        r = build_one(job, st, tree, bdir, opts)
+        print(f"{st.name}: own build folder {how} in {time.monotonic() - t0:.0f} s ({bdir})")
+        r = build_one(job, st, tree, bdir, opts, t0)
         told(r, tree, bdir)
         return r
 
