@@ -128,12 +128,13 @@ class BuildLane:
     def _build_each(self, name: str, started: str) -> None:
         b, ctx = self.opts.build, self.ctx
         t0 = time.monotonic()
-        first = self.states[0]
+        first = self.states[0] if self.states else None
         base_inputs: list[compiled.Inputs] = []
 
         def built(r: build_mod.BuildResult, tree: Path, bdir: Path) -> None:
             """Each variant as it is built (the first before any other starts; the others maybe at once)."""
             why = ""
+            assert first is not None  # told of the states' builds only
             if r.variant == first.name:
                 self._record_isa()
                 if first.name == "base" and len(self.states) > 1:
@@ -181,7 +182,7 @@ class BuildLane:
         key = b.key_material()
         logs = [bundle.rel(Path(r.log)) for r in fresh if Path(r.log).is_relative_to(bundle.path)]
         # the variants' seconds one after another; built at once (a pool), the builds' wall time
-        pooled = b.pool > 1 and sum(r.variant != self.states[0].name for r in fresh) > 1
+        pooled = b.pool > 1 and sum(r.variant != results[0].variant for r in fresh) > 1
         step = Step(
             name=name,
             status=Status.OK,
