@@ -84,8 +84,11 @@ def rewrite_files(bdir: Path, moves: dict[str, str]) -> int:
             p = Path(dirpath) / name
             if name in (".ninja_deps", ".ninja_log") or p.is_symlink() or not p.is_file():
                 continue
+            with open(p, "rb") as f:
+                if not _is_text(f.read(8192)):  # objects, archives, programs: not read whole
+                    continue
             data = p.read_bytes()
-            if not _is_text(data[:8192]) or not any(o in data for o in olds):
+            if not any(o in data for o in olds):
                 continue
             st = p.stat()
             p.write_bytes(
