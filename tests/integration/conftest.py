@@ -94,6 +94,27 @@ def copy_cache(src: Workspace, dst_root: Path) -> Workspace:
     return dst
 
 
+def copy_base(src: Workspace, base: source.BaseInfo, dst_root: Path) -> Workspace:
+    """A fresh work folder that already holds the session's base: `copy_cache`, the base's record, its ref and
+    the cache repo's objects (hard links: objects are immutable), so that its first fetch finds the base
+    (about 11 s on 2 cores: the sdist's extraction and import) and still re-hashes the sdist. For tests whose
+    subject is not the fetch; those that test it start from `copy_cache`."""
+    dst = copy_cache(src, dst_root)
+    repo = source.open_cache_repo(dst)
+    for f in (src.repo / "objects").rglob("*"):
+        if f.is_file() and f.parent.name != "info":
+            target = dst.repo / "objects" / f.relative_to(src.repo / "objects")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if not target.exists():
+                os.link(f, target)
+    repo.run("update-ref", base.ref, base.commit)
+    shutil.copy2(src.repo / "shallow", dst.repo / "shallow")
+    dst.base_meta(base.key).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(src.base_meta(base.key), dst.base_meta(base.key))
+    shutil.copytree(src.cache / "sdist-project", dst.cache / "sdist-project", dirs_exist_ok=True)
+    return dst
+
+
 @pytest.fixture(scope="session")
 def cpu_build(work, base, cli):
     """The default recipe's three variants built for the CPU backend (about 3.5 minutes on 2 cores, once)."""
@@ -105,3 +126,20 @@ def cpu_build(work, base, cli):
         for v in ("base", "+0001", "+0001+0002")
     }
     return r, manifests
+
+
+@pytest.fixture(scope="session")
+def sm89_check(base, work, cli):
+    """`patchkit build --arch 89 --check` of the default recipe, once a session (about 4 minutes on 2 cores: each
+    variant compiles fattn.cu and the four 8-column FA MMA instances for sm_89), with the flag that
+    `patchkit run --check-arch 89` adds for ptxas's resource report (patchkit.measure.resources), so that the
+    check folder is configured as the run's check step configures it and the logs carry registers and shared
+    memory per kernel. Returns the command's result and its logs folder (check-cuda-89-<variant>.log)."""
+    from patchkit import build as build_mod
+    from patchkit.measure import resources
+
+    recipe = load_recipe(None)
+    opts = build_mod.options_from(recipe, backend="cuda", archs=("89",))
+    [flag] = resources.ptxas_cmake_options(build_mod.toolchain(opts).cmake_args, ())
+    r = cli("build", "--arch", "89", "--check", "-j", "2", f"--cmake-option={flag}", "--work", str(work.root))
+    return r, work.root / "logs" / recipe.name
