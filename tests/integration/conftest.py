@@ -6,6 +6,8 @@ developer pays the download and the CPU build once; CI starts empty and pays the
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import shutil
 import subprocess
@@ -50,9 +52,39 @@ def base(work) -> source.BaseInfo:
     return source.fetch(parse_recipe(path.read_text(), path).base, work)
 
 
-def run_cli(*args: str, cwd: Path = ROOT, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, **(env or {})}
-    r = subprocess.run(["python", "-m", "patchkit", *args], cwd=cwd, env=full_env, capture_output=True, text=True)
+def _in_process(args: tuple[str, ...], cwd: Path, env: dict | None) -> subprocess.CompletedProcess:
+    """`patchkit.cli.main(args)` in this interpreter, in `cwd` with `env` added to the environment, its stdout
+    and stderr captured: what `python -m patchkit` does (`sys.exit(main())`), less the interpreter's start
+    and the imports (about a second each on 2 cores, scipy and matplotlib among them)."""
+    from patchkit import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    old_cwd, old_env = Path.cwd(), dict(os.environ)
+    os.chdir(cwd)
+    os.environ.update(env or {})
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = cli.main(list(args))
+            except SystemExit as e:  # argparse: --help, --version, a bad argument
+                rc = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+    finally:
+        os.chdir(old_cwd)
+        os.environ.clear()
+        os.environ.update(old_env)
+    return subprocess.CompletedProcess(["python", "-m", "patchkit", *args], rc or 0, out.getvalue(), err.getvalue())
+
+
+def run_cli(
+    *args: str, cwd: Path = ROOT, env: dict | None = None, check: bool = True, process: bool = False
+) -> subprocess.CompletedProcess:
+    """The command line, in process (as tox runs its commands' logic) unless `process`: a test of what only a
+    separate interpreter shows (a Ray driver of its own, signals, the process's own exit)."""
+    if process:
+        full_env = {**os.environ, **(env or {})}
+        r = subprocess.run(["python", "-m", "patchkit", *args], cwd=cwd, env=full_env, capture_output=True, text=True)
+    else:
+        r = _in_process(args, cwd, env)
     if check and r.returncode != 0:
         raise AssertionError(
             f"patchkit {' '.join(args)} exited {r.returncode}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr[-4000:]}"
