@@ -10,6 +10,7 @@ import contextlib
 import io
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -95,6 +96,48 @@ def run_cli(
 @pytest.fixture(scope="session")
 def cli():
     return run_cli
+
+
+class Background:
+    """`python -m patchkit <args>` started now, in a process of its own, its stdout and stderr in files of
+    `folder`; `result()` waits for it and gives what run_cli(..., check=False) would have."""
+
+    def __init__(self, args: list[str], folder: Path, cwd: Path = ROOT):
+        folder.mkdir(parents=True, exist_ok=True)
+        self.args, self.out, self.err = ["python", "-m", "patchkit", *args], folder / "stdout", folder / "stderr"
+        with self.out.open("w") as out, self.err.open("w") as err:
+            self.proc = subprocess.Popen(self.args, cwd=cwd, stdout=out, stderr=err)
+
+    def result(self) -> subprocess.CompletedProcess:
+        rc = self.proc.wait()
+        return subprocess.CompletedProcess(self.args, rc, self.out.read_text(), self.err.read_text())
+
+    def stop(self) -> None:
+        """SIGTERM (patchkit stops what it runs, proc.stop_on_signals), SIGKILL a minute later."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def early(request, work, tmp_path_factory):
+    """{module name: Background} of the session's modules that define `early_start(work, tmp_path_factory)`:
+    a long run of real tools that no other test touches (test_older_base_cpu.py: a second base's fetch and
+    CPU build, about 6 minutes on 2 cores), started at the session's first test so that it uses the cores
+    the tests before it leave idle (git, Python, single-threaded configures); the module's fixture waits for
+    it (or starts it, when the session did not). Stopped at the session's end if still running."""
+    started: dict[str, Background] = {}
+    for module in dict.fromkeys(getattr(item, "module", None) for item in request.session.items):
+        start = getattr(module, "early_start", None)
+        if start is not None:
+            started[module.__name__] = start(work, tmp_path_factory)
+    yield started
+    for bg in started.values():
+        bg.stop()
 
 
 def make_project(tmp: Path, recipe_text: str, patches: dict[str, str]) -> Path:
