@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import source
+from patchkit import proc, source
 from patchkit.recipe import load_recipe, parse_recipe
 from patchkit.workspace import Workspace
 
@@ -73,6 +73,8 @@ def _in_process(args: tuple[str, ...], cwd: Path, env: dict | None) -> subproces
         os.chdir(old_cwd)
         os.environ.clear()
         os.environ.update(old_env)
+    if proc.interrupted():  # a signal to this process (CI cancelled, a timeout): it ends the session, as it would
+        raise KeyboardInterrupt(f"patchkit {' '.join(args)}: interrupted")  # have ended `python -m patchkit`
     return subprocess.CompletedProcess(["python", "-m", "patchkit", *args], rc or 0, out.getvalue(), err.getvalue())
 
 

@@ -25,12 +25,10 @@ KERNEL = "flash_attn_ext_f16<256, 256, 1, 8, 0, 0, 0>"  # as ncu names it
 
 def test_sm89_check_reports_registers_of_the_8_column_kernel(sm89_check):
     _, logs = sm89_check
-    log = logs / "check-cuda-89-+0001.log"
-    assert f"ggml/src/ggml-cuda/{UNIT}" in log.read_text()  # Ninja compiled it for +0001
-    data = resources.from_logs([log], rel=lambda p: p.name)
+    data = resources.from_logs([logs / "check-cuda-89-+0001.log"], rel=lambda p: p.name)
     assert data["resource_errors"] == []
     assert data["kernels"] and all(r["arch"] == "sm_89" for r in data["kernels"])
-    assert UNIT in {r["unit"] for r in data["kernels"]}
+    assert UNIT in {r["unit"] for r in data["kernels"]}  # Ninja compiled it for +0001, ptxas reported it
     rows = [r for r in data["kernels"] if r["unit"] == UNIT]
     row = resources.lookup(rows, KERNEL, "89", variant="+0001")
     assert row is not None, sorted(r["display"] for r in rows)[:5]
