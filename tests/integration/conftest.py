@@ -6,14 +6,17 @@ developer pays the download and the CPU build once; CI starts empty and pays the
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from patchkit import source
+from patchkit import proc, source
 from patchkit.recipe import load_recipe, parse_recipe
 from patchkit.workspace import Workspace
 
@@ -50,9 +53,41 @@ def base(work) -> source.BaseInfo:
     return source.fetch(parse_recipe(path.read_text(), path).base, work)
 
 
-def run_cli(*args: str, cwd: Path = ROOT, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, **(env or {})}
-    r = subprocess.run(["python", "-m", "patchkit", *args], cwd=cwd, env=full_env, capture_output=True, text=True)
+def _in_process(args: tuple[str, ...], cwd: Path, env: dict | None) -> subprocess.CompletedProcess:
+    """`patchkit.cli.main(args)` in this interpreter, in `cwd` with `env` added to the environment, its stdout
+    and stderr captured: what `python -m patchkit` does (`sys.exit(main())`), less the interpreter's start
+    and the imports (about a second each on 2 cores, scipy and matplotlib among them)."""
+    from patchkit import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    old_cwd, old_env = Path.cwd(), dict(os.environ)
+    os.chdir(cwd)
+    os.environ.update(env or {})
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = cli.main(list(args))
+            except SystemExit as e:  # argparse: --help, --version, a bad argument
+                rc = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+    finally:
+        os.chdir(old_cwd)
+        os.environ.clear()
+        os.environ.update(old_env)
+    if proc.interrupted():  # a signal to this process (CI cancelled, a timeout): it ends the session, as it would
+        raise KeyboardInterrupt(f"patchkit {' '.join(args)}: interrupted")  # have ended `python -m patchkit`
+    return subprocess.CompletedProcess(["python", "-m", "patchkit", *args], rc or 0, out.getvalue(), err.getvalue())
+
+
+def run_cli(
+    *args: str, cwd: Path = ROOT, env: dict | None = None, check: bool = True, process: bool = False
+) -> subprocess.CompletedProcess:
+    """The command line, in process (as tox runs its commands' logic) unless `process`: a test of what only a
+    separate interpreter shows (a Ray driver of its own, signals, the process's own exit)."""
+    if process:
+        full_env = {**os.environ, **(env or {})}
+        r = subprocess.run(["python", "-m", "patchkit", *args], cwd=cwd, env=full_env, capture_output=True, text=True)
+    else:
+        r = _in_process(args, cwd, env)
     if check and r.returncode != 0:
         raise AssertionError(
             f"patchkit {' '.join(args)} exited {r.returncode}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr[-4000:]}"
@@ -63,6 +98,48 @@ def run_cli(*args: str, cwd: Path = ROOT, env: dict | None = None, check: bool =
 @pytest.fixture(scope="session")
 def cli():
     return run_cli
+
+
+class Background:
+    """`python -m patchkit <args>` started now, in a process of its own, its stdout and stderr in files of
+    `folder`; `result()` waits for it and gives what run_cli(..., check=False) would have."""
+
+    def __init__(self, args: list[str], folder: Path, cwd: Path = ROOT):
+        folder.mkdir(parents=True, exist_ok=True)
+        self.args, self.out, self.err = ["python", "-m", "patchkit", *args], folder / "stdout", folder / "stderr"
+        with self.out.open("w") as out, self.err.open("w") as err:
+            self.proc = subprocess.Popen(self.args, cwd=cwd, stdout=out, stderr=err)
+
+    def result(self) -> subprocess.CompletedProcess:
+        rc = self.proc.wait()
+        return subprocess.CompletedProcess(self.args, rc, self.out.read_text(), self.err.read_text())
+
+    def stop(self) -> None:
+        """SIGTERM (patchkit stops what it runs, proc.stop_on_signals), SIGKILL a minute later."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def early(request, work, tmp_path_factory):
+    """{module name: Background} of the session's modules that define `early_start(work, tmp_path_factory)`:
+    a long run of real tools that no other test touches (test_older_base_cpu.py: a second base's fetch and
+    CPU build, about 6 minutes on 2 cores), started at the session's first test so that it uses the cores
+    the tests before it leave idle (git, Python, single-threaded configures); the module's fixture waits for
+    it (or starts it, when the session did not). Stopped at the session's end if still running."""
+    started: dict[str, Background] = {}
+    for module in dict.fromkeys(getattr(item, "module", None) for item in request.session.items):
+        start = getattr(module, "early_start", None)
+        if start is not None:
+            started[module.__name__] = start(work, tmp_path_factory)
+    yield started
+    for bg in started.values():
+        bg.stop()
 
 
 def make_project(tmp: Path, recipe_text: str, patches: dict[str, str]) -> Path:
@@ -94,6 +171,27 @@ def copy_cache(src: Workspace, dst_root: Path) -> Workspace:
     return dst
 
 
+def copy_base(src: Workspace, base: source.BaseInfo, dst_root: Path) -> Workspace:
+    """A fresh work folder that already holds the session's base: `copy_cache`, the base's record, its ref and
+    the cache repo's objects (hard links: objects are immutable), so that its first fetch finds the base
+    (about 11 s on 2 cores: the sdist's extraction and import) and still re-hashes the sdist. For tests whose
+    subject is not the fetch; those that test it start from `copy_cache`."""
+    dst = copy_cache(src, dst_root)
+    repo = source.open_cache_repo(dst)
+    for f in (src.repo / "objects").rglob("*"):
+        if f.is_file() and f.parent.name != "info":
+            target = dst.repo / "objects" / f.relative_to(src.repo / "objects")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if not target.exists():
+                os.link(f, target)
+    repo.run("update-ref", base.ref, base.commit)
+    shutil.copy2(src.repo / "shallow", dst.repo / "shallow")
+    dst.base_meta(base.key).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(src.base_meta(base.key), dst.base_meta(base.key))
+    shutil.copytree(src.cache / "sdist-project", dst.cache / "sdist-project", dirs_exist_ok=True)
+    return dst
+
+
 @pytest.fixture(scope="session")
 def cpu_build(work, base, cli):
     """The default recipe's three variants built for the CPU backend (about 3.5 minutes on 2 cores, once)."""
@@ -105,3 +203,20 @@ def cpu_build(work, base, cli):
         for v in ("base", "+0001", "+0001+0002")
     }
     return r, manifests
+
+
+@pytest.fixture(scope="session")
+def sm89_check(base, work, cli):
+    """`patchkit build --arch 89 --check` of the default recipe, once a session (about 4 minutes on 2 cores: each
+    variant compiles fattn.cu and the four 8-column FA MMA instances for sm_89), with the flag that
+    `patchkit run --check-arch 89` adds for ptxas's resource report (patchkit.measure.resources), so that the
+    check folder is configured as the run's check step configures it and the logs carry registers and shared
+    memory per kernel. Returns the command's result and its logs folder (check-cuda-89-<variant>.log)."""
+    from patchkit import build as build_mod
+    from patchkit.measure import resources
+
+    recipe = load_recipe(None)
+    opts = build_mod.options_from(recipe, backend="cuda", archs=("89",))
+    [flag] = resources.ptxas_cmake_options(build_mod.toolchain(opts).cmake_args, ())
+    r = cli("build", "--arch", "89", "--check", "-j", "2", f"--cmake-option={flag}", "--work", str(work.root))
+    return r, work.root / "logs" / recipe.name

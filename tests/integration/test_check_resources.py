@@ -1,7 +1,8 @@
-"""The compile check's resource report against real nvcc: the default recipe's +0001 (llama.cpp
-0c1e57098) configured by CMake for sm_89 with the check's flags (patchkit.measure.resources adds
---ptxas-options=-v to CMAKE_CUDA_FLAGS), one 8-column FA MMA instance compiled by Ninja as the check
-does, and the Ninja log parsed as the check step parses its logs. About two minutes on 2 cores."""
+"""The compile check's resource report against real nvcc: the default recipe's +0001 (llama.cpp 0c1e57098)
+compile-checked for sm_89 by the session's `patchkit build --arch 89 --check` (conftest's sm89_check) with the
+flag the run's check step adds (patchkit.measure.resources adds --ptxas-options=-v to CMAKE_CUDA_FLAGS):
++0001 compiles fattn.cu and, beside it, the series end's units, the 8-column FA MMA instances among them.
+Its Ninja log is parsed as the check step parses its logs (`resources.from_logs`)."""
 
 from __future__ import annotations
 
@@ -10,44 +11,25 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import build as build_mod
 from patchkit.measure import occupancy_formula as occ
 from patchkit.measure import resources
-from patchkit.recipe import load_recipe
 
 pytestmark = pytest.mark.skipif(
     shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
     reason="no nvcc: compiling CUDA needs the CUDA toolkit",
 )
 
-UNIT = "ggml/src/ggml-cuda/template-instances/fattn-mma-f16-instance-ncols1_1-ncols2_8.cu"
+UNIT = "template-instances/fattn-mma-f16-instance-ncols1_1-ncols2_8.cu"
 KERNEL = "flash_attn_ext_f16<256, 256, 1, 8, 0, 0, 0>"  # as ncu names it
 
 
-@pytest.fixture(scope="module")
-def applied(work, base, cli):
-    cli("apply", "--work", str(work.root))
-    return work
-
-
-def test_sm89_check_reports_registers_of_the_8_column_kernel(applied, tmp_path):
-    recipe = load_recipe(None)
-    tree = applied.variants(recipe.name) / "+0001"
-    assert (tree / UNIT).is_file()
-    opts = build_mod.options_from(recipe, backend="cuda", archs=("89",))
-    tc = build_mod.toolchain(opts)
-    flags = resources.ptxas_cmake_options(tc.cmake_args, opts.cmake_options)
-    opts = build_mod.BuildOptions(**{**opts.__dict__, "cmake_options": flags, "jobs": 2})
-    bdir = tmp_path / "build"
-    build_mod.configure(tree, bdir, opts, tc, tmp_path / "check-configure-cuda-89.log")
-    objs = build_mod.object_targets(bdir, [UNIT], tc.env)
-    log = tmp_path / "check-cuda-89-+0001.log"
-    build_mod.run_ninja(bdir, list(objs.values()), opts, tc, log, "check +0001 sm_89")
-    data = resources.from_logs(sorted(tmp_path.glob("check-*.log")), rel=lambda p: p.name)
+def test_sm89_check_reports_registers_of_the_8_column_kernel(sm89_check):
+    _, logs = sm89_check
+    data = resources.from_logs([logs / "check-cuda-89-+0001.log"], rel=lambda p: p.name)
     assert data["resource_errors"] == []
-    rows = data["kernels"]
-    assert rows and all(r["arch"] == "sm_89" for r in rows)
-    assert {r["unit"] for r in rows} == {"template-instances/fattn-mma-f16-instance-ncols1_1-ncols2_8.cu"}
+    assert data["kernels"] and all(r["arch"] == "sm_89" for r in data["kernels"])
+    assert UNIT in {r["unit"] for r in data["kernels"]}  # Ninja compiled it for +0001, ptxas reported it
+    rows = [r for r in data["kernels"] if r["unit"] == UNIT]
     row = resources.lookup(rows, KERNEL, "89", variant="+0001")
     assert row is not None, sorted(r["display"] for r in rows)[:5]
     assert row["display"].startswith("flash_attn_ext_f16<256, 256, 1, 8, false, false, false>")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import git
 
-from .conftest import copy_cache
+from .conftest import copy_base
 from .test_source_series import TOY_BASE, _make_patch, _replace
 
 REAL = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
@@ -37,7 +37,7 @@ def test_a_patch_that_stops_applying_keeps_every_good_tree(work, base, toy_proje
     )
     recipe = TOY_BASE + '[[series]]\nfile = "patches/0001-a.patch"\n\n[[series]]\nfile = "patches/0002-b.patch"\n'
     proj = toy_project(recipe, {"patches/0001-a.patch": good_a, "patches/0002-b.patch": good_b})
-    ws = copy_cache(work, tmp_path / "w")
+    ws = copy_base(work, base, tmp_path / "w")
     cli("apply", "-r", "toy", "--work", str(ws.root), "--offline", cwd=proj)
     v = ws.variants("toy")
     heads = {n: git.Repo(v / n).git.rev_parse("HEAD") for n in ("base", "+0001", "+0001+0002")}

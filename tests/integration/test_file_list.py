@@ -18,7 +18,7 @@ from patchkit.recipe import load_recipe
 from patchkit.run import pipeline
 from patchkit.workspace import Workspace
 
-from .conftest import copy_cache
+from .conftest import copy_base
 from .test_source_series import TOY_BASE, _make_patch
 
 HAS_NVCC = shutil.which("nvcc") is not None or Path("/usr/local/cuda/bin/nvcc").exists()
@@ -83,7 +83,7 @@ def test_a_reused_build_folder_is_configured_again_when_a_patch_adds_a_file(work
     source that src/CMakeLists.txt's GLOB picks up), must list the new unit before Ninja runs."""
     probe = _write(PROBE, '#include "models.h"\n\nint llama_patchkit_probe() { return 1; }\n')
     proj = _project(work, base, tmp_path, {"0001-add.patch": (probe, "models: add a probe unit")}, CPU)
-    ws = copy_cache(work, tmp_path / "w")
+    ws = copy_base(work, base, tmp_path / "w")
     recipe, ctx, base_info, states = _apply(proj, ws.root)
     opts = build_mod.options_from(recipe, backend="cpu")
     tc = build_mod.toolchain(opts)
@@ -120,7 +120,7 @@ def test_a_killed_ninja_leaves_its_units_not_ok(work, base, tmp_path):
     edit = _append("ggml/src/ggml-cpu/traits.cpp")
     build = f'\n[build]\nbackend = "cpu"\ncmake-options = [{OPTIONS}, "-DCMAKE_CXX_COMPILER_LAUNCHER={killer}"]\n'
     proj = _project(work, base, tmp_path, {"0001-edit.patch": (edit, "ggml-cpu: edit")}, build)
-    ws = copy_cache(work, tmp_path / "w")
+    ws = copy_base(work, base, tmp_path / "w")
     recipe, ctx, base_info, states = _apply(proj, ws.root)
     opts = build_mod.options_from(recipe, backend="cpu")
     items = unitcheck.check(recipe, base_info, ctx.ws, states, opts, logs=tmp_path / "logs")
@@ -141,7 +141,7 @@ def test_the_compile_check_compiles_an_added_instance_and_leaves_out_unbuilt_uni
     patches = {"0001-edit.patch": (edit, "CUDA: edit"), "0002-add.patch": (add, "CUDA: add an mmf instance")}
     build = f'\n[build]\nbackend = "cuda"\narch = ["89"]\ncmake-options = [{OPTIONS}]\n'
     proj = _project(work, base, tmp_path, patches, build)
-    ws = copy_cache(work, tmp_path / "w")
+    ws = copy_base(work, base, tmp_path / "w")
     r = cli("build", "-r", "toy", "--check", "-j", "2", "--work", str(ws.root), "--offline", cwd=proj, check=False)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-4000:]
@@ -161,7 +161,7 @@ def test_a_failed_compile_exits_1(work, base, tmp_path, cli):
         p.write_text(p.read_text() + "this is not C++;\n")
 
     proj = _project(work, base, tmp_path, {"0001-broken.patch": (edit, "ggml-cpu: break")}, CPU)
-    ws = copy_cache(work, tmp_path / "w")
+    ws = copy_base(work, base, tmp_path / "w")
     r = cli("build", "-r", "toy", "--check", "--work", str(ws.root), "--offline", cwd=proj, check=False)
     assert r.returncode == 1, r.stdout + r.stderr[-3000:]
     last = r.stderr.strip().splitlines()[-1]

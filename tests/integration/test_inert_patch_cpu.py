@@ -11,7 +11,7 @@ import pytest
 
 from patchkit import build as build_mod
 
-from .conftest import copy_cache
+from .conftest import copy_base
 from .test_file_list import CPU, _append, _apply, _project, _write
 
 TARGETS = ["ggml-base", "llama-common-base"]  # ggml's core and build-info.cpp: small, and both see the commit
@@ -25,7 +25,7 @@ def test_a_text_only_patch_compiles_nothing_of_llama_and_a_changed_source_compil
         "0002-alloc.patch": (_append("ggml/src/ggml-alloc.c"), "ggml: edit ggml-alloc.c"),
     }
     proj = _project(work, base, tmp_path, patches, CPU)
-    ws = copy_cache(work, tmp_path / "w")
+    ws = copy_base(work, base, tmp_path / "w")
     recipe, ctx, base_info, states = _apply(proj, ws.root)
     opts = build_mod.options_from(recipe, backend="cpu")
     tc = build_mod.toolchain(opts)

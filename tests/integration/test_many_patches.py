@@ -14,7 +14,7 @@ from patchkit.recipe import load_recipe
 from patchkit.run import pipeline
 from patchkit.workspace import Workspace
 
-from .conftest import copy_cache
+from .conftest import copy_base
 from .test_source_series import TOY_BASE
 
 N = 60  # past 51 (where names passed 255 bytes); 1,000 measured by hand: docs/faults.md
@@ -46,7 +46,7 @@ def test_a_long_series_applies_with_one_am_per_patch(work, base, tmp_path, monke
         text += f'\n[[series]]\nfile = "patches/{i:04d}.patch"\nid = "{i:04d}"\n'
     (proj / "recipes" / "many.toml").write_text(text)
     recipe = load_recipe(str(proj / "recipes" / "many.toml"))
-    ws = copy_cache(work, tmp_path / "w")
+    ws = copy_base(work, base, tmp_path / "w")
     ctx = Context(recipe=recipe, ws=Workspace.at(ws.root), offline=True)
     base_info = source.fetch(recipe.base, ctx.ws, offline=True)
     ams = []

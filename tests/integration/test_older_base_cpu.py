@@ -2,13 +2,15 @@
 llama.cpp PR #26947 (the tiled CPU flash-attention path converts F16 V rows with ggml-cpu's vectorized
 conversion) on the commit llama-cpp-python 0.3.34 vendors, named by upstream commit alone.
 
-One `patchkit run --backend cpu -j 2 --test-jobs 2` in a fresh work folder (the 0.3.34 sdist fetched once
-from PyPI into the session's cache, then hard-linked): fetch (sdist route from patchkit's vendored table,
-verified upstream commit), apply, base and +0001 built (test-backend-ops and llama-bench), the suite's 6
-tiled-path FLASH_ATTN_EXT cases, and bench:decode (llama-bench -fa 1 with an F16 KV cache, pp64 and tg4 on
-a small synthetic model). That base's llama-bench writes use_mmap and no load_mode (issue 34: bench:decode
-was an ERROR in every run); llama-bench.sqlite must be written, and read by THAT base's own
-scripts/compare-llama-bench.py, taken from the 0.3.34 sdist in the cache (it joins on use_mmap).
+One `patchkit run --backend cpu -j 2 --test-jobs 2` in a fresh work folder, started at the session's
+first test (`early_start`, conftest's `early`) so that its build uses the cores the tests before this
+module leave idle (the 0.3.34 sdist fetched once from PyPI into the session's cache, then hard-linked):
+fetch (sdist route from patchkit's vendored table, verified upstream commit), apply, base and +0001 built
+(test-backend-ops and llama-bench), the suite's 6 tiled-path FLASH_ATTN_EXT cases, and bench:decode
+(llama-bench -fa 1 with an F16 KV cache, pp64 and tg4 on a small synthetic model). That base's llama-bench
+writes use_mmap and no load_mode (issue 34: bench:decode was an ERROR in every run); llama-bench.sqlite must
+be written, and read by THAT base's own scripts/compare-llama-bench.py, taken from the 0.3.34 sdist in the
+cache (it joins on use_mmap).
 Needs cmake, ninja, a C++ compiler; the compare script needs GitPython and tabulate.
 """
 
@@ -25,7 +27,7 @@ import pytest
 from patchkit import source
 from patchkit.recipe import load_recipe
 from patchkit.results import upstreamdb
-from tests.integration.conftest import copy_cache
+from tests.integration.conftest import Background, copy_cache
 from tests.integration.test_compare_llama_bench import _compare
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,17 +37,27 @@ V34 = "e3546c7948e3af463d0b401e6421d5a4c2faf565"
 pytestmark = pytest.mark.skipif(not (shutil.which("cmake") and shutil.which("ninja")), reason="needs cmake, ninja")
 
 
-@pytest.fixture(scope="module")
-def older_run(work, cli, tmp_path_factory):
-    """The recipe's whole run on the CPU, fresh builds every time (its own work folder)."""
+def early_start(work, tmp_path_factory) -> Background:
+    """The recipe's whole run on the CPU, fresh builds every time (its own work folder), in a process of its
+    own: conftest's `early` starts it at the session's first test, beside the tests before this module."""
     sdist = source.download_sdist(load_recipe(str(RECIPE)).base.sdist, work)  # the one real fetch (cached after)
-    fresh = copy_cache(work, tmp_path_factory.mktemp("older") / "work")
-    r = cli(
-        "run", "-r", str(RECIPE), "--backend", "cpu", "-j", "2", "--test-jobs", "2",
-        "--work", str(fresh.root), "--label", "ci", check=False,
+    top = tmp_path_factory.mktemp("older")
+    fresh = copy_cache(work, top / "work")
+    bg = Background(
+        ["run", "-r", str(RECIPE), "--backend", "cpu", "-j", "2", "--test-jobs", "2",
+         "--work", str(fresh.root), "--label", "ci"],
+        top / "cli",
     )  # fmt: skip
-    [run] = list(fresh.runs("cpu-fattn-v-f16").glob("*-ci"))
-    return r, fresh, run, json.loads((run / "results.json").read_text())["steps"], Path(sdist)
+    bg.fresh, bg.sdist = fresh, Path(sdist)
+    return bg
+
+
+@pytest.fixture(scope="module")
+def older_run(early, work, tmp_path_factory):
+    bg = early.get(__name__) or early_start(work, tmp_path_factory)
+    r = bg.result()
+    [run] = list(bg.fresh.runs("cpu-fattn-v-f16").glob("*-ci"))
+    return r, bg.fresh, run, json.loads((run / "results.json").read_text())["steps"], bg.sdist
 
 
 def _base_script(sdist: Path, dest: Path) -> Path:

@@ -186,7 +186,7 @@ def test_two_targets_one_merged_report(cluster, work, cli):
     label = "ray-ci"
     _clean(work, label)
     t0 = time.monotonic()
-    r = cli(*_argv(cluster, work, label, "a=node_a", "b=node_b"), env=NO_AUTH)
+    r = cli(*_argv(cluster, work, label, "a=node_a", "b=node_b"), env=NO_AUTH, process=True)  # a Ray driver of its own
     print(f"two targets: {time.monotonic() - t0:.0f} s")
     runs = {}
     for t in ("a", "b"):

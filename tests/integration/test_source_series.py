@@ -14,7 +14,7 @@ from patchkit import source
 from patchkit.errors import FetchError
 from patchkit.recipe import parse_recipe
 
-from .conftest import copy_cache
+from .conftest import copy_base, copy_cache
 
 UPSTREAM = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
 
@@ -140,7 +140,7 @@ file = "patches/0002-broken.patch"
 """
     )
     proj = toy_project(recipe, {"patches/0001-good.patch": good, "patches/0002-broken.patch": broken})
-    ws = copy_cache(work, tmp_path / "w")
+    ws = copy_base(work, base, tmp_path / "w")
     r = cli("apply", "-r", "toy", "--work", str(ws.root), "--offline", cwd=proj, check=False)
     assert r.returncode == 2, r.stderr
     err_line = r.stderr.strip().splitlines()[-1]
@@ -162,7 +162,7 @@ def test_apply_refuses_a_dirty_variant_unless_forced(work, base, toy_project, cl
         work, base, tmp_path, _replace("ggml/src/ggml-cpu/ops.cpp", "#include", "// toy\n#include"), "toy"
     )
     proj = toy_project(TOY_BASE + '\n[[series]]\nfile = "patches/0001-toy.patch"\n', {"patches/0001-toy.patch": good})
-    ws = copy_cache(work, tmp_path / "w")
+    ws = copy_base(work, base, tmp_path / "w")
     cli("apply", "-r", "toy", "--work", str(ws.root), "--offline", cwd=proj)
     again = cli("apply", "-r", "toy", "--work", str(ws.root), "--offline", cwd=proj)
     assert "up to date" in again.stdout
@@ -194,7 +194,7 @@ def test_apply_refuses_to_overwrite_a_file_the_user_made_in_a_variant_tree(work,
         "toy a and mine",
     )
     proj = toy_project(TOY_BASE + '\n[[series]]\nfile = "patches/0001-toy.patch"\n', {"patches/0001-toy.patch": first})
-    ws = copy_cache(work, tmp_path / "w")
+    ws = copy_base(work, base, tmp_path / "w")
     args = ("apply", "-r", "toy", "--work", str(ws.root), "--offline")
     cli(*args, cwd=proj)
     tree = ws.variants("toy") / "+0001"

@@ -28,7 +28,7 @@ from patchkit.errors import BuildError, FetchError
 from patchkit.wheel import check, info
 from patchkit.workspace import Workspace
 
-from .conftest import ROOT, copy_cache
+from .conftest import ROOT, copy_base, copy_cache
 
 pytestmark = pytest.mark.integration
 
@@ -327,13 +327,13 @@ def test_refuses_a_variant_that_was_not_built(work, cli, tmp_path):
     assert f"patchkit build --work {ws.root} --backend cpu --variant {VARIANT}" in err[0]
 
 
-def test_refuses_unbuilt_dirty_or_changed_variant(work, cli, tmp_path):
+def test_refuses_unbuilt_dirty_or_changed_variant(work, base, cli, tmp_path):
     """An applied but unbuilt variant, then the same tree with an edit, then a changed patch file."""
     proj = tmp_path / "proj"
     (proj / "recipes").mkdir(parents=True)
     shutil.copy(ROOT / "recipes" / "default.toml", proj / "recipes" / "default.toml")
     shutil.copytree(ROOT / "patches", proj / "patches")
-    ws = copy_cache(work, tmp_path / "w")
+    ws = copy_base(work, base, tmp_path / "w")
     w = ["-r", str(proj / "recipes" / "default.toml"), "--work", str(ws.root)]
     cli("apply", *w, "--variant", "+0001")
 
