@@ -78,12 +78,17 @@ def _in_process(args: tuple[str, ...], cwd: Path, env: dict | None) -> subproces
     return subprocess.CompletedProcess(["python", "-m", "patchkit", *args], rc or 0, out.getvalue(), err.getvalue())
 
 
+# commands that make or resume a run folder: its lock names the process that holds it and is let go when that
+# process ends, so a second command on the folder from this process would find it "in use by pid <ours>"
+RUN_FOLDER_COMMANDS = frozenset({"run", "test", "bench", "reparse", "import"})
+
+
 def run_cli(
     *args: str, cwd: Path = ROOT, env: dict | None = None, check: bool = True, process: bool = False
 ) -> subprocess.CompletedProcess:
     """The command line, in process (as tox runs its commands' logic) unless `process`: a test of what only a
     separate interpreter shows (a Ray driver of its own, signals, the process's own exit)."""
-    if process:
+    if process or args[0] in RUN_FOLDER_COMMANDS:
         full_env = {**os.environ, **(env or {})}
         r = subprocess.run(["python", "-m", "patchkit", *args], cwd=cwd, env=full_env, capture_output=True, text=True)
     else:
