@@ -11,16 +11,16 @@ examples/cpu-matrix-real stored from the GGUF header (measure.model.real_info)."
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
-from patchkit import options, parsers
+from patchkit import parsers
 from patchkit.measure import decode, stats
 from patchkit.results import Bundle
 from patchkit.results.data.decode import DecodeData
 from patchkit.run import replay
+from tests.unit.test_decode_rounds import imported_two_rounds
 from tests.unit.test_report import render, section
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,13 +42,7 @@ def _raw(argv: list[str], src: Path, seconds: float = 30.0) -> str:
 
 
 def _run(tmp_path: Path) -> tuple[Path, dict, list[str]]:
-    ctx = options.context(recipe=str(ROOT / "recipes" / "default.toml"), work=str(tmp_path / "w"))
-    logs = (("base", BASE), ("+0001", OTHER), ("base", BASE), ("+0001", OTHER))  # two rounds each
-    replay.import_logs(ctx, replay.ImportRequest(tool="llama-bench", logs=logs, backend="cpu"))
-    (run,) = (tmp_path / "w" / "runs" / "seed-fattn").glob("*-import")
-    b = Bundle.open(run)
-    for r in (1, 2):  # the A/A copy of base: raw/decode-r{r}-base_aa2.log
-        shutil.copy(run / "raw" / f"decode-r{r}-+0001.log", run / "raw" / f"decode-r{r}-base_aa2.log")
+    ctx, run, b = imported_two_rounds(tmp_path)
     info = _gemma()
     argv = decode.real_argv(
         Path(info["path"]),

@@ -25,14 +25,21 @@ FIX = ROOT / "tests" / "fixtures" / "cpu"
 BASE, OTHER = FIX / "bench_pp_tg_depths_base.json", FIX / "bench_pp_tg_depths_0001.json"
 
 
-def _run(tmp_path: Path, timing: dict) -> tuple[Path, dict]:
+def imported_two_rounds(tmp_path: Path) -> tuple[options.Context, Path, Bundle]:
+    """The recorded pp/tg outputs imported as two rounds of base and +0001, with +0001's logs as the A/A
+    copy's (raw/decode-r{r}-base_aa2.log): (context, run folder, its bundle)."""
     ctx = options.context(recipe=str(ROOT / "recipes" / "default.toml"), work=str(tmp_path / "w"))
     logs = (("base", BASE), ("+0001", OTHER), ("base", BASE), ("+0001", OTHER))  # two rounds each
     replay.import_logs(ctx, replay.ImportRequest(tool="llama-bench", logs=logs, backend="cpu"))
     (run,) = (tmp_path / "w" / "runs" / "seed-fattn").glob("*-import")
     b = Bundle.open(run)
-    for r in (1, 2):  # the A/A copy of base: raw/decode-r{r}-base_aa2.log
+    for r in (1, 2):
         shutil.copy(run / "raw" / f"decode-r{r}-+0001.log", run / "raw" / f"decode-r{r}-base_aa2.log")
+    return ctx, run, b
+
+
+def _run(tmp_path: Path, timing: dict) -> tuple[Path, dict]:
+    ctx, run, b = imported_two_rounds(tmp_path)
     step = b.step("bench:decode")
     step.logs = [*step.logs, "raw/decode-r1-base_aa2.log", "raw/decode-r2-base_aa2.log"]
     step.data.update(timing=timing, model={"path": "(imported)", "n_layer": 2, "n_params": 84943872})
