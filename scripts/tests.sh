@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test suite in two tiers, each with its slowest tests and its wall time printed:
-#   unit         tests/unit: no builds, no downloads; stops at the first failure (-x)
+#   unit         tests/unit: no builds, no downloads; one process per core (pytest-xdist: -n auto); stops at
+#                the first failure (-x)
 #   integration  tests/integration but those marked slow: the real sdist, real CMake/Ninja builds of the
 #                CPU backend, nvcc compile checks, a Ray cluster on 127.0.0.1 (about 20 minutes on 2 cores)
 #   slow         tests/integration marked slow (pyproject's markers say which, docs/measurements.md how long):
@@ -15,7 +16,7 @@ cd "$(dirname "$0")/.."
 
 # The test dependencies (pyproject's [test] and [ray] extras, and the cuBLAS headers of the nvcc compile
 # checks), installed when missing, so that this works on a fresh machine right after the README's first line.
-if ! python3 -c 'import pytest, tabulate, ray, scikit_build_core, nvidia.cu13' 2>/dev/null; then
+if ! python3 -c 'import pytest, xdist, tabulate, ray, scikit_build_core, nvidia.cu13' 2>/dev/null; then
     echo "+ python3 -m pip install -q -e '.[test,ray]' 'nvidia-cublas==13.1.0.3'"
     python3 -m pip install -q -e '.[test,ray]' 'nvidia-cublas==13.1.0.3' || exit 1
 fi
@@ -32,12 +33,12 @@ tier() {  # name, pytest arguments
 }
 
 case "${1:-all}" in
-unit) tier unit -q -x --durations=15 tests/unit ;;
+unit) tier unit -q -x -n auto --durations=15 tests/unit ;;
 integration) tier integration -q --durations=15 -m "not slow" tests/integration ;;
 slow) tier slow -q --durations=15 -m slow tests/integration ;;
-all) tier unit -q -x --durations=15 tests/unit && tier integration -q --durations=15 -m "not slow" tests/integration ;;
+all) tier unit -q -x -n auto --durations=15 tests/unit && tier integration -q --durations=15 -m "not slow" tests/integration ;;
 full)
-    tier unit -q -x --durations=15 tests/unit && tier integration -q --durations=15 -m "not slow" tests/integration \
+    tier unit -q -x -n auto --durations=15 tests/unit && tier integration -q --durations=15 -m "not slow" tests/integration \
         && tier slow -q --durations=15 -m slow tests/integration
     ;;
 *)

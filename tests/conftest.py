@@ -47,3 +47,38 @@ def patchkit_main(*args: str, cwd: Path | None = None, env: dict[str, str | None
     finally:
         mp.undo()
     return Ran(rc, out.getvalue(), err.getvalue())
+
+
+# --- the CPU seconds of each test (CI's budget is the 2 cores' time, and wall time under load says little) ---
+_cpu: dict[str, tuple[float, float]] = {}
+
+
+def _cpu_now() -> float:
+    import resource
+
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Each test's CPU seconds (setup, call and teardown; pytest's and the processes it started and waited
+    for) beside its wall seconds, for the summary below."""
+    import time
+
+    c0, w0 = _cpu_now(), time.monotonic()
+    yield
+    _cpu[item.nodeid] = (_cpu_now() - c0, time.monotonic() - w0)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The tests that used the most CPU seconds, and the session's CPU seconds against its wall seconds: on 2
+    cores a tier's wall time is at least half its CPU time, whatever else the machine runs."""
+    if not _cpu:
+        return
+    tr = terminalreporter
+    tr.section("most CPU seconds (setup + call + teardown, with the processes each test waited for)")
+    for nodeid, (cpu, wall) in sorted(_cpu.items(), key=lambda kv: -kv[1][0])[:12]:
+        tr.write_line(f"{cpu:8.1f} s CPU {wall:8.1f} s wall  {nodeid}")
+    cpu, wall = sum(c for c, _ in _cpu.values()), sum(w for _, w in _cpu.values())
+    tr.write_line(f"{cpu:8.1f} s CPU {wall:8.1f} s wall  all {len(_cpu)} tests")

@@ -2,6 +2,7 @@
 llama.cpp PR #26947 (the tiled CPU flash-attention path converts F16 V rows with ggml-cpu's vectorized
 conversion) on the commit llama-cpp-python 0.3.34 vendors, named by upstream commit alone.
 
+In the slow tier (2026-12-05: its build took CI's 2 cores from the tests beside it, about 800 CPU-seconds).
 One `patchkit run --backend cpu -j 2 --test-jobs 2` in a fresh work folder, started at the session's
 first test (`early_start`, conftest's `early`) so that its build uses the cores the tests before this
 module leave idle (the 0.3.34 sdist fetched once from PyPI into the session's cache, then hard-linked):
@@ -34,7 +35,14 @@ ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "recipes" / "cpu-fattn-v-f16.toml"
 V34 = "e3546c7948e3af463d0b401e6421d5a4c2faf565"
 
-pytestmark = pytest.mark.skipif(not (shutil.which("cmake") and shutil.which("ninja")), reason="needs cmake, ninja")
+pytestmark = [
+    # a second base's full CPU build (about 800 CPU-seconds: 238 Ninja steps, common's and cpp-httplib's units
+    # among them) is beyond CI's 30 minutes on 2 cores: the slow tier (scripts/tests.sh slow). CI's unit tier
+    # reads every vendored base's recorded llama-bench and test-backend-ops output (tests/unit/parsers/
+    # test_bases.py) and the pinned base's CPU run writes and reads llama-bench.sqlite end to end
+    pytest.mark.slow,
+    pytest.mark.skipif(not (shutil.which("cmake") and shutil.which("ninja")), reason="needs cmake, ninja"),
+]
 
 
 def early_start(work, tmp_path_factory) -> Background:
