@@ -18,6 +18,7 @@ from patchkit import backends, parsers, proc
 from patchkit.errors import ParseError, PatchkitError
 from patchkit.measure import model as model_mod
 from patchkit.measure.decode import decode_model, real_model
+from patchkit.measure.kind import Resource, StepKind, one
 from patchkit.measure.tool import Bins, Built, run_logged
 from patchkit.options import RunOptions
 from patchkit.progress import Progress
@@ -473,3 +474,18 @@ def inputs(built: Built, opts: RunOptions, name: str) -> dict:
     elif built.ctx.recipe.numerics.model and not opts.decode.model:  # its own synthetic model: other results
         out["model_overrides"] = dict(built.ctx.recipe.numerics.model)
     return out
+
+
+# the kind, as the registry (patchkit.registry) lists it
+STEP = StepKind(
+    name="numerics",
+    help="greedy generations and KL divergence against base",
+    resource=Resource.GPU,
+    names=one("numerics"),
+    tools=("llama-completion", "llama-perplexity"),
+    tables=("numerics",),
+    model=True,
+    run=step,
+    inputs=inputs,
+    data=NumericsData,
+)

@@ -27,6 +27,7 @@ from patchkit.errors import OptionError, ParseError, ToolNotFound
 from patchkit.measure import occupancy_formula as occ
 from patchkit.measure import reuse
 from patchkit.measure.kernel import MIN_US_ENV
+from patchkit.measure.kind import Resource, StepKind, one
 from patchkit.measure.path import exact_params_regex
 from patchkit.measure.tool import Bins, Built, completed_from_log, run_logged
 from patchkit.options import RunOptions
@@ -280,3 +281,24 @@ def reparse(bundle: Bundle, old: Step, bins: list[Bins]) -> Step:
     )
     s.data["target_gpus"] = list(d.target_gpus or [])
     return s
+
+
+# the kind, as the registry (patchkit.registry) lists it
+STEP = StepKind(
+    name="bench:occupancy",
+    help="occupancy, DRAM and L2 per launch of the kernel-path cases (ncu sections), self-checked",
+    resource=Resource.GPU,
+    names=one("bench:occupancy"),
+    # DRAM % and bytes are counted device-wide and durations share the SMs: the other GPU steps are held while
+    # it runs; the CPU lane is not (ncu replays each kernel and reads GPU counters and GPU clocks)
+    timing=True,
+    warm_after=("test",),
+    holds_cpu=False,
+    after=("bench:kernel",),  # the cases it timed
+    tools=("test-backend-ops",),
+    tables=("bench.kernel",),  # its op and params select the cases
+    run=step,
+    inputs=inputs,
+    data=OccupancyData,
+    reparse=reparse,
+)

@@ -9,6 +9,7 @@ from pathlib import Path
 from patchkit import backends, parsers, proc
 from patchkit.errors import ResultsError, ToolNotFound
 from patchkit.measure import reuse
+from patchkit.measure.kind import Resource, StepKind, one
 from patchkit.measure.tool import Bins, Built, completed_from_log, run_parsed
 from patchkit.options import RunOptions
 from patchkit.results import Bundle, Status, Step
@@ -176,3 +177,19 @@ def reparse(bundle: Bundle, old: Step, bins: list[Bins]) -> Step:
         cases=[c.params for c in d.cases or []],
         launch_count=d.launch_count or 40,
     )
+
+
+# the kind, as the registry (patchkit.registry) lists it
+STEP = StepKind(
+    name="bench:path",
+    help="the CUDA kernels each variant launches per timed case (ncu)",
+    resource=Resource.GPU,
+    names=one("bench:path"),
+    after=("bench:kernel",),  # the cases it timed
+    tools=("test-backend-ops",),
+    tables=("bench.kernel",),  # its op and params select the cases
+    run=step,
+    inputs=inputs,
+    data=PathData,
+    reparse=reparse,
+)

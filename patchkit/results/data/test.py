@@ -1,4 +1,4 @@
-"""`test:<suite>`'s stored data (patchkit.measure.tests writes it): test-backend-ops test mode per variant."""
+"""`test:<suite>`'s stored data (patchkit.measure.test writes it): test-backend-ops test mode per variant."""
 
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ from patchkit import parsers, proc
 from patchkit.errors import ParseError, ResultsError, ToolNotFound
 from patchkit.measure import reuse
 from patchkit.measure import shards as sharding
+from patchkit.measure.kind import ImportSpec, Resource, StepKind
 from patchkit.measure.tool import Bins, Built, completed_from_log, failure, missing_options, run_logged
 from patchkit.options import RunOptions
 from patchkit.progress import Progress
@@ -361,3 +362,18 @@ def _counter(bar: Progress, variant: str):
             bar.update(1)
 
     return on_line
+
+
+# the kind, as the registry (patchkit.registry) lists it
+STEP = StepKind(
+    name="test",
+    help="test-backend-ops test mode on every variant, one step per recipe suite (test:<suite>)",
+    resource=Resource.GPU,
+    names=lambda recipe, opts: tuple(f"test:{s}" for s in opts.test.suites),
+    tools=("test-backend-ops",),
+    run=step,
+    inputs=inputs,
+    data=TestData,
+    reparse=reparse,
+    imports=ImportSpec(tool="test-backend-ops", log="test-{suite}-{variant}"),
+)
