@@ -4,9 +4,8 @@ not a failure of the suite when the series' end ran the cases; a variant that ra
 
 from __future__ import annotations
 
-from patchkit.measure.test import overall_status
+from patchkit.measure.test import TestVariant, overall_status
 from patchkit.results import Status
-from patchkit.results.data.test import TestVariant
 
 
 def _e(status: str, ok: int = 0, fail: int = 0, unsup: int = 0) -> TestVariant:
