@@ -17,9 +17,9 @@ from pathlib import Path
 
 from patchkit.errors import OptionError
 from patchkit.measure import occupancy_formula as occ
+from patchkit.measure.occupancy import Cliff, Launch
 from patchkit.results.data.base import ABSENT, Data
 from patchkit.results.data.check import CheckData, CheckKernel
-from patchkit.results.data.occupancy import Cliff, Launch
 
 _BUILTIN = {
     "v": "void",

@@ -9,6 +9,7 @@ from patchkit import backends
 from patchkit import build as build_mod
 from patchkit.build import unitcheck
 from patchkit.measure import resources
+from patchkit.measure.kind import Resource, StepKind
 from patchkit.measure.tool import Built
 from patchkit.options import RunOptions
 from patchkit.results import Status, Step
@@ -72,3 +73,15 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
 
 def inputs(built: Built, opts: RunOptions, name: str) -> dict:
     return {"cmake_options": opts.build.cmake_options}
+
+
+# the kind, as the registry (patchkit.registry) lists it
+STEP = StepKind(
+    name="check",
+    help="compile the touched translation units for each --check-arch (CUDA, no GPU needed)",
+    resource=Resource.CPU,
+    names=lambda recipe, opts: tuple(instance(a) for a in opts.check_archs),
+    run=step,
+    inputs=inputs,
+    data=CheckData,
+)

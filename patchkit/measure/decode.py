@@ -16,6 +16,7 @@ from patchkit.measure import model as model_mod
 from patchkit.measure import model_package, stats
 from patchkit.measure.hooks import Around
 from patchkit.measure.kernel import MAX_ROUNDS, MAX_SECONDS, SETTLED, upstream_db
+from patchkit.measure.kind import ImportSpec, Resource, StepKind, one
 from patchkit.measure.tool import Bins, Built, run_logged
 from patchkit.option_set import default
 from patchkit.options import Context, RunOptions
@@ -573,3 +574,22 @@ def synth_model(
         tree = ctx.ws.variants(ctx.recipe.name) / "base"
         model_mod.write_synthetic_gguf(path, spec, gguf_py=tree if tree.is_dir() else None)
     return path, model_mod.describe(spec, path)
+
+
+# the kind, as the registry (patchkit.registry) lists it
+STEP = StepKind(
+    name="bench:decode",
+    help="decode throughput: llama-bench per variant and depth",
+    resource=Resource.GPU,
+    names=one("bench:decode"),
+    timing=True,
+    warm_after=("test",),
+    tools=("llama-bench",),
+    tables=("bench.decode",),
+    model=True,
+    run=step,
+    inputs=inputs,
+    data=DecodeData,
+    reparse=reparse,
+    imports=ImportSpec(tool="llama-bench", log="decode-r{round}-{variant}"),
+)

@@ -20,6 +20,7 @@ from patchkit import parsers
 from patchkit.errors import ParseError, ResultsError
 from patchkit.measure import stats
 from patchkit.measure.hooks import Around
+from patchkit.measure.kind import ImportSpec, Resource, StepKind, one
 from patchkit.measure.tool import Bins, Built, missing_options, run_logged
 from patchkit.option_set import default
 from patchkit.options import RunOptions
@@ -442,3 +443,20 @@ def reparse(bundle: Bundle, old: Step, bins: list[Bins]) -> Step:
         timing=Timing.from_data(d),
         peak_bw_gbs=(bundle.env.get("gpu") or {}).get("peak_bw_gbs"),
     )
+
+
+# the kind, as the registry (patchkit.registry) lists it
+STEP = StepKind(
+    name="bench:kernel",
+    help="kernel timing: test-backend-ops perf, variants interleaved with an A/A copy of base",
+    resource=Resource.GPU,
+    names=one("bench:kernel"),
+    timing=True,
+    tools=("test-backend-ops",),
+    tables=("bench.kernel",),  # its op and params select the cases
+    run=step,
+    inputs=inputs,
+    data=KernelData,
+    reparse=reparse,
+    imports=ImportSpec(tool="perf-sql", log="perf-r{round}-{variant}"),
+)

@@ -4,7 +4,7 @@ It runs on the real model when one is named ([model] package / path, patchkit.me
 the synthetic one ([numerics] model). The text is real English available offline: the documentation topics the
 Python standard library ships (`pydoc_data.topics`), the prefix of the long-depth generations and the text of
 `llama-perplexity --kl-divergence`. The first differing token is where base's llama-tokenize splits the two
-texts differently (the generated texts retokenized). What it stores is patchkit.results.data.numerics.NumericsData.
+texts differently (the generated texts retokenized). What it stores is NumericsData (below).
 """
 
 from __future__ import annotations
@@ -12,17 +12,91 @@ from __future__ import annotations
 import hashlib
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from patchkit import backends, parsers, proc
 from patchkit.errors import ParseError, PatchkitError
 from patchkit.measure import model as model_mod
 from patchkit.measure.decode import decode_model, real_model
+from patchkit.measure.kind import Resource, StepKind, one
 from patchkit.measure.tool import Bins, Built, run_logged
 from patchkit.options import RunOptions
 from patchkit.progress import Progress
 from patchkit.results import Bundle, Status, Step
-from patchkit.results.data.numerics import Generation, Kld, NumericsData, PairResult
+from patchkit.results.data.base import ABSENT, Data, StepData
+
+# ---------------------------------------------------------------------------------------------
+# Its stored data (Step.data, the kind's StepData; docs/results-schema.md): each variant's greedy generations
+# against base's, and its KL divergence against base's logits (format 3 of patchkit.results.upgrade)
+
+
+@dataclass(kw_only=True)
+class Generation(Data):
+    """One (depth, prompt) greedy generation of a pair, compared."""
+
+    depth: int  # tokens of real text before the prompt
+    prompt: int  # the prompt's index
+    prompt_tokens: int | None = ABSENT  # the prompt's tokens at that depth (None: not compared; absent: older runs)
+    identical: bool | None  # None: not compared (error)
+    first_diff_char: int | None = ABSENT  # None: identical or not compared (absent: not compared, older runs)
+    first_diff_token: int | None = ABSENT  # in base's llama-tokenize split of the two texts (absent: older runs)
+    sha256_a: str = ABSENT  # of base's text ('' when not compared; absent: not compared, older runs)
+    sha256_b: str = ABSENT  # of the variant's text
+    log_a: str  # base's llama-completion log, relative to the run folder
+    log_b: str  # the variant's
+    error: str = ABSENT  # why not compared ('' when compared; absent: older runs)
+
+    SHOWN: ClassVar[dict[str, object]] = {  # what the report shows for a key an older run did not write
+        "prompt_tokens": None,
+        "first_diff_char": None,
+        "first_diff_token": None,
+        "sha256_a": "",
+        "sha256_b": "",
+        "error": "",
+    }
+
+
+@dataclass(kw_only=True)
+class Kld(Data):
+    """llama-perplexity --kl-divergence of a variant against base's logits."""
+
+    mean: float | None  # None: not measured (error)
+    p99: float | None
+    max: float | None
+    same_top_p: float | None  # percent
+    log: str  # relative to the run folder
+    error: str = ABSENT  # why not measured ('' when measured; absent: older runs)
+
+
+@dataclass(kw_only=True)
+class PairResult(Data):
+    """Variant b against base (a)."""
+
+    a: str  # base
+    b: str  # the variant
+    identical: bool  # every compared generation bit-identical (and at least one compared)
+    generations: list[Generation]
+    kld: Kld | None  # None: no KL divergence (no base logits)
+
+
+@dataclass(kw_only=True)
+class NumericsData(StepData):
+    """numerics. A step that compared nothing holds only `inputs`."""
+
+    KIND = "numerics"
+    pairs: list[PairResult] = ABSENT  # absent: nothing compared
+    depths: list[int] = ABSENT  # depths of real text before the prompts
+    prompts: list[str] = ABSENT
+    n_predict: int = ABSENT  # tokens generated greedily
+    model: dict[str, str | int | float | bool | None] = ABSENT  # model.describe / model.real_info, with its label
+    text: str = ABSENT  # where the long-depth prefix and the KL divergence's text came from ('': prompts repeated)
+
+    @property
+    def measured(self) -> bool:
+        return self.pairs is not ABSENT
+
 
 # ---------------------------------------------------------------------------------------------
 # Numerics: greedy generations compared, and KL divergence of logits against base
@@ -123,13 +197,6 @@ def _generate(
     if not text.strip():
         return None, "llama-completion generated no text", bundle.rel(log), None
     return text, "", bundle.rel(log), ntok
-
-
-# ---------------------------------------------------------------------------------------------
-# What the step stores (Step.data), typed
-
-
-# patchkit.results.data.numerics: NumericsData (was NumericsResult), PairResult, Generation, Kld
 
 
 # ---------------------------------------------------------------------------------------------
@@ -473,3 +540,18 @@ def inputs(built: Built, opts: RunOptions, name: str) -> dict:
     elif built.ctx.recipe.numerics.model and not opts.decode.model:  # its own synthetic model: other results
         out["model_overrides"] = dict(built.ctx.recipe.numerics.model)
     return out
+
+
+# the kind, as the registry (patchkit.registry) lists it
+STEP = StepKind(
+    name="numerics",
+    help="greedy generations and KL divergence against base",
+    resource=Resource.GPU,
+    names=one("numerics"),
+    tools=("llama-completion", "llama-perplexity"),
+    tables=("numerics",),
+    model=True,
+    run=step,
+    inputs=inputs,
+    data=NumericsData,
+)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from patchkit import backends, parsers, proc
@@ -27,16 +28,116 @@ from patchkit.errors import OptionError, ParseError, ToolNotFound
 from patchkit.measure import occupancy_formula as occ
 from patchkit.measure import reuse
 from patchkit.measure.kernel import MIN_US_ENV
+from patchkit.measure.kind import Resource, StepKind, one
 from patchkit.measure.path import exact_params_regex
 from patchkit.measure.tool import Bins, Built, completed_from_log, run_logged
 from patchkit.options import RunOptions
 from patchkit.parsers.ncu import LaunchStats
 from patchkit.results import Bundle, Status, Step
-from patchkit.results.data import ABSENT
+from patchkit.results.data.base import ABSENT, Data, StepData
 from patchkit.results.data.kernel import KernelData
-from patchkit.results.data.occupancy import Launch, OccupancyCase, OccupancyData, OccupancyVariant
 
-STEP = "bench:occupancy"
+# ---------------------------------------------------------------------------------------------
+# Its stored data (Step.data, the kind's StepData; docs/results-schema.md): occupancy and memory traffic per
+# profiled launch (ncu), and the formula's self-check (docs/occupancy.md). Predictions are not stored: the report
+# computes them from this and the check steps' `kernels`
+
+
+@dataclass(kw_only=True)
+class Cliff(Data):
+    """How far the launch is from one block per SM more or less (patchkit.measure.occupancy_formula.cliff)."""
+
+    blocks_per_sm: int  # at the default carveout preference
+    registers_to_one_less: int | None  # registers per thread at which one block fewer fits (None: none)
+    registers_to_one_more: int | None
+    shared_memory_to_one_less: int | None  # bytes of shared memory per block
+    shared_memory_to_one_more: int | None
+
+
+@dataclass(kw_only=True)
+class Formula(Data):
+    """patchkit.measure.occupancy_formula on the launch as ncu measured it; only `error` where it could not."""
+
+    blocks_per_sm: int = ABSENT
+    limiter: str = ABSENT  # the limiting resource
+    limits: dict[str, int] = ABSENT  # resource -> blocks per SM it allows
+    theoretical_pct: float = ABSENT
+    carveout: int | None = ABSENT  # the shared memory carveout used (bytes)
+    waves: float | None = ABSENT
+    cliff: Cliff = ABSENT
+    error: str = ABSENT  # why the formula was not applied (the launch lacks a metric, the cc is not known)
+
+
+@dataclass(kw_only=True)
+class Launch(Data):
+    """One profiled launch (patchkit.parsers.ncu.LaunchStats; None: ncu printed no such metric)."""
+
+    id: int  # ncu's launch ID
+    kernel_name: str
+    duration_ns: float
+    grid: list[int] | None
+    block: list[int] | None
+    cc: str  # compute capability ncu reports ('9.0')
+    process_id: int | None
+    registers: float | None  # per thread
+    block_size: float | None
+    grid_size: float | None
+    smem_static: float | None  # bytes per block
+    smem_dynamic: float | None
+    smem_driver: float | None
+    smem_config: float | None  # the carveout the driver picked
+    sm_count: float | None
+    limit_registers: float | None  # ncu's blocks per SM by each resource
+    limit_shared_mem: float | None
+    limit_warps: float | None
+    limit_blocks: float | None
+    theoretical_pct: float | None
+    achieved_pct: float | None
+    waves: float | None
+    dram_pct: float | None
+    dram_bytes: float | None
+    l2_hit_pct: float | None
+    flagged: list[str]  # values that cannot be, kept as printed and named here
+    line: int  # of the log
+    blocks_per_sm: int | None  # ncu's: the least of its limits
+    limiters: list[str]  # the resources at that least
+    formula: Formula
+    selfcheck: str  # ok / mismatch / error: the formula's blocks per SM against ncu's
+
+
+@dataclass(kw_only=True)
+class OccupancyVariant(Data):
+    """One variant's ncu run over one case."""
+
+    launches: list[Launch]
+    ops: int  # whole repetitions of one op's launch sequence among the launches (the report flags fewer than 2)
+    log: str  # relative to the run folder
+
+
+@dataclass(kw_only=True)
+class OccupancyCase(Data):
+    params: str  # the case as test-backend-ops prints it
+    launch_count: int  # ncu --launch-count
+    variants: dict[str, OccupancyVariant]  # variant -> its run (absent: ncu failed)
+
+
+@dataclass(kw_only=True)
+class OccupancyData(StepData):
+    """bench:occupancy. A step that did not run holds only `inputs`."""
+
+    KIND = "bench:occupancy"
+    backend: str = ABSENT  # the device a replay resolved (patchkit.run.replay; the runner profiles CUDA0)
+    cases: list[OccupancyCase] = ABSENT  # absent: nothing profiled
+    env: dict[str, str] = ABSENT  # the environment of the profiled processes (GGML_TEST_PERF_MIN_US=0)
+    reused_from: dict[str, str] = ABSENT  # '<variant> case <i>' -> the run whose log was reused (absent: none)
+    target_gpus: list[str] = ABSENT  # the GPUs the report predicts occupancy on (recipe's target-gpus)
+
+    @property
+    def measured(self) -> bool:
+        return self.cases is not ABSENT
+
+
+NAME = "bench:occupancy"
 # the metrics the step reads (parsers.ncu.OCC_METRICS, by the names ncu's sections print them on the H200) and
 # nothing else: the four sections' other metrics cost replay passes (11 per kernel with the sections; the
 # launch__ ones cost none) that nothing reads
@@ -88,7 +189,7 @@ def _profile(bundle: Bundle, b: Bins, i: int, argv: list, cache: Path | None, ti
     else:
         done, why, log = run_logged(bundle, name, argv, timeout=timeout, env=ENV, separate_stderr=True)
         if why and "--section" not in argv and refused_metric(log):
-            print(f"[{STEP}] ncu refused a metric name ({bundle.rel(log)}): profiling with the sections instead")
+            print(f"[{NAME}] ncu refused a metric name ({bundle.rel(log)}): profiling with the sections instead")
             argv = _with_sections(argv)
             done, why, log = run_logged(
                 bundle, f"{name}-sections", argv, timeout=timeout, env=ENV, separate_stderr=True
@@ -161,7 +262,7 @@ def launch_record(k: LaunchStats) -> Launch:
     f = formula(k)
     d["formula"] = f
     d["selfcheck"] = "error" if "error" in f else ("ok" if f["blocks_per_sm"] == k.blocks_per_sm else "mismatch")
-    return Launch.from_dict(d, f"{STEP}: launch {k.id}")
+    return Launch.from_dict(d, f"{NAME}: launch {k.id}")
 
 
 def _ops(names: list[str]) -> int:
@@ -190,7 +291,7 @@ def run_occupancy(
         if not bundle.replay:
             proc.which("ncu")
     except ToolNotFound as e:
-        return Step(name=STEP, status=Status.NOT_RUN, reason=f"ncu (Nsight Compute) not available: {e}")
+        return Step(name=NAME, status=Status.NOT_RUN, reason=f"ncu (Nsight Compute) not available: {e}")
     out_cases: list[OccupancyCase] = []
     logs, errors, reused = [], [], {}
     for i, (p, n) in enumerate(zip(cases, counts)):
@@ -222,7 +323,7 @@ def run_occupancy(
     some = any(c.variants for c in out_cases)
     status = Status.ERROR if errors and not some else (Status.FAIL if errors else Status.OK)
     return Step(
-        name=STEP,
+        name=NAME,
         status=status,
         reason="; ".join(errors),
         seconds=round(time.monotonic() - t0, 1),
@@ -280,3 +381,24 @@ def reparse(bundle: Bundle, old: Step, bins: list[Bins]) -> Step:
     )
     s.data["target_gpus"] = list(d.target_gpus or [])
     return s
+
+
+# the kind, as the registry (patchkit.registry) lists it
+STEP = StepKind(
+    name="bench:occupancy",
+    help="occupancy, DRAM and L2 per launch of the kernel-path cases (ncu sections), self-checked",
+    resource=Resource.GPU,
+    names=one("bench:occupancy"),
+    # DRAM % and bytes are counted device-wide and durations share the SMs: the other GPU steps are held while
+    # it runs; the CPU lane is not (ncu replays each kernel and reads GPU counters and GPU clocks)
+    timing=True,
+    warm_after=("test",),
+    holds_cpu=False,
+    after=("bench:kernel",),  # the cases it timed
+    tools=("test-backend-ops",),
+    tables=("bench.kernel",),  # its op and params select the cases
+    run=step,
+    inputs=inputs,
+    data=OccupancyData,
+    reparse=reparse,
+)

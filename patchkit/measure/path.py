@@ -4,17 +4,57 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from patchkit import backends, parsers, proc
 from patchkit.errors import ResultsError, ToolNotFound
 from patchkit.measure import reuse
+from patchkit.measure.kind import Resource, StepKind, one
 from patchkit.measure.tool import Bins, Built, completed_from_log, run_parsed
 from patchkit.options import RunOptions
 from patchkit.results import Bundle, Status, Step
-from patchkit.results.data import ABSENT
+from patchkit.results.data.base import ABSENT, Data, StepData
 from patchkit.results.data.kernel import KernelData
-from patchkit.results.data.path import PathCase, PathData, PathKernel
+
+# ---------------------------------------------------------------------------------------------
+# Its stored data (Step.data, the kind's StepData; docs/results-schema.md): the kernels each variant launches per
+# case
+
+
+@dataclass(kw_only=True)
+class PathKernel(Data):
+    """One kernel of a case under one variant, its launches summed (patchkit.parsers.summarize_kernels)."""
+
+    name: str  # as Nsight Compute prints it (demangled, with its parameters)
+    count: int  # launches among the profiled ones
+    total_ns: float  # their summed gpu__time_duration
+    share: float  # total_ns / all profiled kernel time of the case and variant (0..1)
+
+
+@dataclass(kw_only=True)
+class PathCase(Data):
+    """One bench:kernel case profiled under each variant (ncu over test-backend-ops perf)."""
+
+    params: str  # the case as test-backend-ops prints it
+    variants: dict[str, list[PathKernel]]  # variant -> its kernels, largest total first (absent: ncu failed)
+
+
+@dataclass(kw_only=True)
+class PathData(StepData):
+    """bench:path. A step that did not run (no ncu, no cases) holds only `inputs`."""
+
+    KIND = "bench:path"
+    backend: str = ABSENT  # test-backend-ops -b (absent: bench:kernel's; a replay records the resolved device)
+    op: str = ABSENT  # the ggml op (absent: bench:kernel's)
+    cases: list[PathCase] = ABSENT  # absent: the step profiled nothing
+    launch_count: int = ABSENT  # ncu --launch-count: the first launches profiled per variant and case
+    reused_from: dict[str, str] = ABSENT  # '<variant> case <i>' -> the run whose log was reused (absent: none)
+
+    @property
+    def measured(self) -> bool:
+        return self.cases is not ABSENT
+
 
 # ---------------------------------------------------------------------------------------------
 # Kernel path: which kernels each variant launches for each case (Nsight Compute)
@@ -176,3 +216,19 @@ def reparse(bundle: Bundle, old: Step, bins: list[Bins]) -> Step:
         cases=[c.params for c in d.cases or []],
         launch_count=d.launch_count or 40,
     )
+
+
+# the kind, as the registry (patchkit.registry) lists it
+STEP = StepKind(
+    name="bench:path",
+    help="the CUDA kernels each variant launches per timed case (ncu)",
+    resource=Resource.GPU,
+    names=one("bench:path"),
+    after=("bench:kernel",),  # the cases it timed
+    tools=("test-backend-ops",),
+    tables=("bench.kernel",),  # its op and params select the cases
+    run=step,
+    inputs=inputs,
+    data=PathData,
+    reparse=reparse,
+)

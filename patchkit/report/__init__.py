@@ -19,8 +19,8 @@ AGENTS.md asks); non-ASCII characters in the author's text are kept and named in
 
 Modules: one per step kind (build, check, test, kernel, path, occupancy, decode, numerics), each holding
 that kind's evidence extraction, its markdown section, its "Not tested" lines and its `SECTION`
-(patchkit.report.part.Section), which the registry (patchkit.run.steps.STEPS) pairs with the kind's runner
-(the report does not import the run stage);
+(patchkit.report.part.Section), found by the kind's name in the registry (patchkit.registry.KINDS) and
+paired with the kind's runner by patchkit.run.steps.STEPS (the report does not import the run stage);
 the other sections (hardware, prose: the author's text and the patch lists, summary, attribution,
 not_tested: the lines about the runs as a whole); intervals (the captions of intervals and verdicts); fmt
 (number formats, cells, blocks, ASCII).

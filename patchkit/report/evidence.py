@@ -17,15 +17,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from patchkit.measure import numerics as numerics_data
+from patchkit.measure import path as path_data
+from patchkit.measure import test as test_data
 from patchkit.report.runview import RunView
 from patchkit.results import Step
 from patchkit.results.data import Data
 from patchkit.results.data import build as build_data
 from patchkit.results.data import check as check_data
 from patchkit.results.data import kernel as kernel_data
-from patchkit.results.data import numerics as numerics_data
-from patchkit.results.data import path as path_data
-from patchkit.results.data import test as test_data
 
 REPORT_SCHEMA = 1
 R = TypeVar("R", bound="StepRun")
@@ -181,7 +181,7 @@ class BuildsRun:
 
 @dataclass(kw_only=True)
 class TestVariant:
-    """A variant's stored result (patchkit.results.data.test.TestVariant) as shown: its log from the report's
+    """A variant's stored result (patchkit.measure.test.TestVariant) as shown: its log from the report's
     folder, without its logs per process."""
 
     variant: str

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from patchkit.measure import numerics as numerics_data
 from patchkit.measure.model import shape_line
+from patchkit.measure.numerics import Generation, PairResult
 from patchkit.report.evidence import Evidence, Numerics, NumericsData, NumericsRun, Pair
 from patchkit.report.fmt import (
     DASH,
@@ -23,8 +25,6 @@ from patchkit.report.fmt import (
 from patchkit.report.part import Missing, Section, not_run_lines
 from patchkit.report.runview import RunView
 from patchkit.results.data import ABSENT
-from patchkit.results.data import numerics as numerics_data
-from patchkit.results.data.numerics import Generation, PairResult
 
 STEP = "numerics"
 GEN_HEADER = [

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import patchkit.compare.occupancy_predict as pred
 from patchkit.errors import OptionError
 from patchkit.measure import occupancy_formula as occ
+from patchkit.measure.occupancy import Cliff, Launch, OccupancyData
 from patchkit.report.evidence import Evidence, StepRun
 from patchkit.report.fmt import (
     ARROW,
@@ -30,7 +31,6 @@ from patchkit.report.path import kernel_name
 from patchkit.report.runview import RunView, ordered
 from patchkit.results.data.base import ABSENT
 from patchkit.results.data.check import CheckData
-from patchkit.results.data.occupancy import Cliff, Launch, OccupancyData
 
 STEP = "bench:occupancy"
 DOMINANT = 0.9  # kernels shown per variant: the largest shares until they add up to this (at most MAX_KERNELS)

@@ -5,6 +5,7 @@ Older results.json files store the step as `kernel-path`: renamed when read (pat
 
 from __future__ import annotations
 
+from patchkit.measure import path as path_data
 from patchkit.parsers.common import kernel_name
 from patchkit.report.evidence import Evidence, KernelPath, PathCase, PathData, PathRun
 from patchkit.report.fmt import (
@@ -23,7 +24,6 @@ from patchkit.report.fmt import (
 )
 from patchkit.report.part import Missing, Section, case_lines
 from patchkit.report.runview import RunView, ordered
-from patchkit.results.data import path as path_data
 
 STEP = "bench:path"
 SHOWN = "bench:path"  # the step's name in the report's text (one name everywhere)

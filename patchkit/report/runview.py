@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from patchkit.errors import ReportError
+from patchkit.measure.numerics import NumericsData
+from patchkit.measure.test import TestData
 from patchkit.results import Bundle, Step
 from patchkit.results.data.build import BuildData
 from patchkit.results.data.decode import DecodeData
 from patchkit.results.data.kernel import KernelData
-from patchkit.results.data.numerics import NumericsData
-from patchkit.results.data.test import TestData
 
 
 @dataclass

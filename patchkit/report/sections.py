@@ -1,23 +1,23 @@
 """The report's step sections, in report order: build (every step needs it), then each step kind's
-`Section` (report/<kind>.py) in the registry's order (patchkit.run.steps.STEPS pairs each with its runner;
-tests/unit/test_steps.py fails when the two orders differ). The report does not import the run stage."""
+`Section` (the SECTION of report/<kind>.py) in the registry's order (patchkit.registry.KINDS names the
+modules; patchkit.run.steps pairs each with its runner). The report does not import the run stage."""
 
 from __future__ import annotations
 
+import importlib
+
 import patchkit.report.build as build
-import patchkit.report.check as check
-import patchkit.report.decode as decode
-import patchkit.report.kernel as kernel
-import patchkit.report.numerics as numerics
-import patchkit.report.occupancy as occupancy
-import patchkit.report.path as path
-import patchkit.report.test as test
+from patchkit import registry
 from patchkit.report.part import Section
 
-# step kind -> its Section, in report order
-SECTIONS: dict[str, Section] = {
-    s.kind: s for s in (m.SECTION for m in (build, check, test, kernel, path, occupancy, decode, numerics))
-}
+
+def _sections(names: tuple[str, ...]) -> dict[str, Section]:
+    """step kind -> its Section, in report order: build, then each registered kind's report module."""
+    mods = [build, *(importlib.import_module(f"patchkit.report.{n}") for n in names)]
+    return {m.SECTION.kind: m.SECTION for m in mods}
+
+
+SECTIONS: dict[str, Section] = _sections(registry.KINDS)
 
 
 def sections() -> dict[str, Section]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from patchkit.measure import test as test_data
+from patchkit.measure.test import TestBackend, TestDiff
 from patchkit.report.evidence import Evidence, StepState, Suite, TestData, TestRun, Tests, TestVariant
 from patchkit.report.fmt import (
     DASH,
@@ -20,8 +22,6 @@ from patchkit.report.fmt import (
 from patchkit.report.part import Missing, Section, not_run_lines
 from patchkit.report.runview import RunView, ordered
 from patchkit.results.data import ABSENT
-from patchkit.results.data import test as test_data
-from patchkit.results.data.test import TestBackend, TestDiff
 
 STEP = "test:"
 DIFF_KEYS = ("new_failures", "fixed", "disappeared", "appeared")

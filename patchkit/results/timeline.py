@@ -8,6 +8,8 @@ import io
 from dataclasses import dataclass
 from typing import Any
 
+from patchkit import registry
+
 PNG = "timeline.png"
 SLACK_S = 1.0  # a step that starts within this of another's end is taken to have waited for it
 
@@ -48,15 +50,17 @@ def earlier(results: dict[str, Any]) -> list[str]:
     return [n for n, s in results.get("steps", {}).items() if s.get("finished") and _t(s["finished"]) <= zero]
 
 
-# The step kinds that time kernels (the registry's `timing=True`, patchkit.run.steps; tests/unit/test_steps.py
-# fails when the two differ): read here from results.json's names, so that the report need not import the
-# run stage.
-TIMING_KINDS = ("bench:kernel", "bench:occupancy", "bench:decode")
+def timing_kinds() -> tuple[str, ...]:
+    """The step kinds that time kernels: the registry's kinds whose runner declares `timing=True`
+    (patchkit.registry; read from the runner modules by name, so that the report need not import the run
+    stage)."""
+    return tuple(k.name for k in registry.runners() if k.timing)
 
 
 def _timing(sp: list[Span]) -> list[Span]:
     """The spans of steps that time kernels (their kinds' `timing`)."""
-    return [t for t in sp if any(t.name == k or t.name.startswith(k + ":") for k in TIMING_KINDS)]
+    kinds = timing_kinds()
+    return [t for t in sp if any(t.name == k or t.name.startswith(k + ":") for k in kinds)]
 
 
 def _builds_end(sp: list[Span]) -> float | None:

@@ -9,7 +9,7 @@ tested on a step of a committed example (tests/unit/test_upgrade.py).
     1 -> 2  `bench:path` was stored as `kernel-path`; `bench:decode` rows and ratios against base carried no
             `test` (keyed by variant, depth, n_gen and cache types): it is derived as llama-bench prints it
             ('tg32 @ d4096', no '@ d0'), a ratio taking the test of the row it matches.
-    2 -> 3  `numerics` is results.data.numerics.NumericsData: its model carries its `label` (model.label: the
+    2 -> 3  `numerics` is measure.numerics.NumericsData: its model carries its `label` (model.label: the
             synthetic model's shape) and `text` says where its text came from (older runs: '', the prompts'
             words repeated, not real text: their reports render as before); generations may carry `first_diff_token`.
             `bench:decode` is the llama-bench matrix (issue 36): several processes a round, so its arguments are

@@ -20,7 +20,7 @@ from patchkit import proc, series, source, vcs
 from patchkit.build import units
 from patchkit.errors import ApplyError, PatchkitError, ResultsError
 from patchkit.measure import env as env_mod
-from patchkit.measure import tests as tests_mod
+from patchkit.measure import test as tests_mod
 from patchkit.measure.tool import Built
 from patchkit.options import Context, RunOptions
 from patchkit.recipe import Recipe

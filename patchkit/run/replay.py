@@ -9,11 +9,11 @@ from pathlib import Path
 
 from patchkit import backends
 from patchkit.errors import ResultsError
+from patchkit.measure.test import TestVariant
 from patchkit.measure.tool import Bins
 from patchkit.options import Context, Machine, RunOptions, resolve_run
 from patchkit.recipe import Recipe
 from patchkit.results import Bundle, Status, Step, new_run_id
-from patchkit.results.data.test import TestVariant
 from patchkit.run import pipeline, steps
 from patchkit.workspace import write_json
 

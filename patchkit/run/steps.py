@@ -1,11 +1,10 @@
-"""The one registry of measurement steps, in pipeline order (nox's literal task tuple is the model).
-
-Each step is one `StepKind`: its name (used by the CLI, `--skip`, `reparse`, `import`, results.json
-and the report), the resource it holds, the step names it expands to, its runner, the inputs its
-result depends on, its reparse from raw logs, what `patchkit import` can feed it (all from its module in
-patchkit/measure/), and its part of the report (`SECTION` of its module in patchkit/report/: evidence,
-markdown section, "Not tested" lines). Adding a step = those two modules and one entry here; the report's
-sections, its "Not tested" list, `patchkit bench`'s choices and `--skip` follow from this table.
+"""The steps the pipeline runs, in pipeline order: the registry's kinds (patchkit.registry.KINDS, one name
+per kind), each the `STEP` of its runner module (patchkit/measure/<kind>.py: name, resource, the step names it
+expands to, runner, inputs, reparse, what `patchkit import` can feed it, its data class) paired here with the
+`SECTION` of its report module (patchkit/report/<kind>.py: evidence, markdown section, "Not tested" lines).
+Adding a step = those two modules and one name in the registry; the report's sections, its "Not tested"
+list, `patchkit bench`'s choices, `--skip`, `reparse --step`, `import --tool`, the results schema and the
+timeline's timing kinds follow from it.
 
 Fetch, apply and build come before every step (patchkit.run.pipeline); `build:<config>` is recorded
 like a step but is not in this table because every step needs it.
@@ -13,177 +12,27 @@ like a step but is not in this table because every step needs it.
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Callable
-from dataclasses import dataclass
+import dataclasses
+import importlib
 
-import patchkit.report.check as check_report
-import patchkit.report.decode as decode_report
-import patchkit.report.kernel as kernel_report
-import patchkit.report.numerics as numerics_report
-import patchkit.report.occupancy as occupancy_report
-import patchkit.report.path as path_report
-import patchkit.report.test as test_report
+from patchkit import registry
 from patchkit.errors import OptionError
-from patchkit.measure import check, decode, kernel, numerics, occupancy, path, tests
-from patchkit.measure.tool import Bins, Built
+from patchkit.measure.kind import ImportSpec, Resource, StepKind
 from patchkit.options import RunOptions
 from patchkit.recipe import Recipe, _hint
-from patchkit.report.part import Section
-from patchkit.results import Bundle, Step
+
+__all__ = ["STEPS", "ImportSpec", "Resource", "StepKind"]
 
 
-class Resource(str, enum.Enum):
-    CPU = "cpu"  # compiles: may overlap with GPU work
-    GPU = "gpu"  # runs kernels: one at a time, never beside another GPU step
-
-    def __str__(self) -> str:
-        return self.value
-
-
-@dataclass(frozen=True, kw_only=True)
-class ImportSpec:
-    """What `patchkit import --tool TOOL` turns into this step: the raw log name of each log."""
-
-    tool: str
-    log: str  # format string with {round}, {variant}, {suite}
+def _paired(names: tuple[str, ...]) -> tuple[StepKind, ...]:
+    """Each registered kind's runner declaration with its report module's SECTION."""
+    return tuple(
+        dataclasses.replace(step, report=importlib.import_module(f"patchkit.report.{n}").SECTION)
+        for n, step in zip(names, registry.runners(), strict=True)
+    )
 
 
-@dataclass(frozen=True, kw_only=True)
-class StepKind:
-    name: str  # the kind: "test", "bench:kernel", ...
-    help: str
-    resource: Resource
-    names: Callable[[Recipe, RunOptions], tuple[str, ...]]  # the step names this kind runs as
-    run: Callable[[Built, RunOptions, str], Step]
-    inputs: Callable[[Built, RunOptions, str], dict]
-    reparse: Callable[[Bundle, Step, list[Bins]], Step] | None = None
-    imports: ImportSpec | None = None
-    # its part of the report (report/<kind>.py: evidence, markdown, "Not tested" lines); every kind of STEPS
-    # has one (tests/unit/test_steps.py); None only for the pipeline's fake kinds in tests
-    report: Section | None = None
-    timing: bool = False  # it times kernels: the CPU lane's steps are held while it runs (patchkit.run.pipeline)
-    # a timing step whose numbers are GPU counters and GPU clocks of replayed kernels (ncu): False lets the
-    # CPU lane go on (the other GPU steps are still held); CPU load stretches the step, not its numbers
-    holds_cpu: bool = True
-    after: tuple[str, ...] = ()  # steps it reads, run first when the same command runs them
-    # with --changed (the warm loop: the answer first), the kinds whose steps end before this one starts: the
-    # kernel verdict, then correctness (the affected tests), then the rest (issue 37)
-    warm_after: tuple[str, ...] = ()
-    tools: tuple[str, ...] = ()  # the programs it runs: `[build] targets` must build them (else: not run)
-    tables: tuple[str, ...] = ()  # the recipe tables that ask for it (else: not run, never on defaults)
-    model: bool = False  # it runs a model: the recipe's [model] (synthetic) or bench.decode.model / --model
-
-    @property
-    def report_section(self) -> str:
-        return self.report.kind if self.report else ""
-
-    def owns(self, step_name: str) -> bool:
-        """Whether `step_name` (e.g. test:flash_attn) is an instance of this kind."""
-        return step_name == self.name or step_name.startswith(self.name + ":")
-
-
-def _one(kind: str) -> Callable[[Recipe, RunOptions], tuple[str, ...]]:
-    return lambda recipe, opts: (kind,)
-
-
-STEPS: tuple[StepKind, ...] = (
-    StepKind(
-        name="check",
-        help="compile the touched translation units for each --check-arch (CUDA, no GPU needed)",
-        resource=Resource.CPU,
-        names=lambda recipe, opts: tuple(check.instance(a) for a in opts.check_archs),
-        run=check.step,
-        inputs=check.inputs,
-        report=check_report.SECTION,
-    ),
-    StepKind(
-        name="test",
-        help="test-backend-ops test mode on every variant, one step per recipe suite (test:<suite>)",
-        resource=Resource.GPU,
-        names=lambda recipe, opts: tuple(f"test:{s}" for s in opts.test.suites),
-        tools=("test-backend-ops",),
-        run=tests.step,
-        inputs=tests.inputs,
-        report=test_report.SECTION,
-        reparse=tests.reparse,
-        imports=ImportSpec(tool="test-backend-ops", log="test-{suite}-{variant}"),
-    ),
-    StepKind(
-        name="bench:kernel",
-        help="kernel timing: test-backend-ops perf, variants interleaved with an A/A copy of base",
-        resource=Resource.GPU,
-        names=_one("bench:kernel"),
-        timing=True,
-        tools=("test-backend-ops",),
-        tables=("bench.kernel",),  # its op and params select the cases
-        run=kernel.step,
-        inputs=kernel.inputs,
-        report=kernel_report.SECTION,
-        reparse=kernel.reparse,
-        imports=ImportSpec(tool="perf-sql", log="perf-r{round}-{variant}"),
-    ),
-    StepKind(
-        name="bench:path",
-        help="the CUDA kernels each variant launches per timed case (ncu)",
-        resource=Resource.GPU,
-        names=_one("bench:path"),
-        after=("bench:kernel",),  # the cases it timed
-        tools=("test-backend-ops",),
-        tables=("bench.kernel",),  # its op and params select the cases
-        run=path.step,
-        inputs=path.inputs,
-        report=path_report.SECTION,
-        reparse=path.reparse,
-    ),
-    StepKind(
-        name="bench:occupancy",
-        help="occupancy, DRAM and L2 per launch of the kernel-path cases (ncu sections), self-checked",
-        resource=Resource.GPU,
-        names=_one("bench:occupancy"),
-        # DRAM % and bytes are counted device-wide and durations share the SMs: the other GPU steps are held while
-        # it runs; the CPU lane is not (ncu replays each kernel and reads GPU counters and GPU clocks)
-        timing=True,
-        warm_after=("test",),
-        holds_cpu=False,
-        after=("bench:kernel",),  # the cases it timed
-        tools=("test-backend-ops",),
-        tables=("bench.kernel",),  # its op and params select the cases
-        run=occupancy.step,
-        inputs=occupancy.inputs,
-        report=occupancy_report.SECTION,
-        reparse=occupancy.reparse,
-    ),
-    StepKind(
-        name="bench:decode",
-        help="decode throughput: llama-bench per variant and depth",
-        resource=Resource.GPU,
-        names=_one("bench:decode"),
-        timing=True,
-        warm_after=("test",),
-        tools=("llama-bench",),
-        tables=("bench.decode",),
-        model=True,
-        run=decode.step,
-        inputs=decode.inputs,
-        report=decode_report.SECTION,
-        reparse=decode.reparse,
-        imports=ImportSpec(tool="llama-bench", log="decode-r{round}-{variant}"),
-    ),
-    StepKind(
-        name="numerics",
-        help="greedy generations and KL divergence against base",
-        resource=Resource.GPU,
-        names=_one("numerics"),
-        tools=("llama-completion", "llama-perplexity"),
-        tables=("numerics",),
-        model=True,
-        run=numerics.step,
-        inputs=numerics.inputs,
-        report=numerics_report.SECTION,
-    ),
-)
-
+STEPS: tuple[StepKind, ...] = _paired(registry.KINDS)
 BY_NAME = {k.name: k for k in STEPS}
 IMPORT_TOOLS = {k.imports.tool: k for k in STEPS if k.imports}
 

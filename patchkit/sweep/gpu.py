@@ -33,7 +33,8 @@ from pathlib import Path
 from patchkit import backends, build, proc
 from patchkit.errors import BuildError
 from patchkit.measure import env as env_mod
-from patchkit.measure import kernel, stats, tests
+from patchkit.measure import kernel, stats
+from patchkit.measure import test as tests
 from patchkit.measure.kernel import perf_argv
 from patchkit.measure.tool import Bins
 from patchkit.options import Context

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from patchkit.cli import make_parser
-from patchkit.measure import tests as test_step
+from patchkit.measure import test as test_step
 from patchkit.options import Machine, defaults_line, resolve_run, series_end
 from patchkit.recipe import load_recipe
 from patchkit.run import steps

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from patchkit.registry import KINDS
+
 ROOT = Path(__file__).resolve().parents[2] / "patchkit"
 # the jobs around the pipeline: they use the stages, no stage uses them
 FEATURES = ("patchkit.sweep", "patchkit.wheel", "patchkit.executor", "patchkit.maintain")
@@ -47,8 +49,20 @@ def imported(name: str, path: Path, known: set[str]) -> set[str]:
                     out.add(sub)
                 elif base in known:
                     out.add(base)
+        elif isinstance(node, ast.JoinedStr):
+            out |= by_name(node, known)
     out.discard(name)
     return out | _parents(name, out, known)
+
+
+def by_name(node: ast.JoinedStr, known: set[str]) -> set[str]:
+    """The modules an f-string names by the registry's kinds (`f"patchkit.report.{n}"`, imported with importlib
+    for each n in patchkit.registry.KINDS): an edge to each, so that a cycle cannot hide behind an import by name."""
+    head = node.values[0] if node.values else None
+    prefix = head.value if isinstance(head, ast.Constant) and isinstance(head.value, str) else ""
+    if not (prefix.startswith("patchkit.") and prefix.endswith(".") and len(node.values) == 2):
+        return set()
+    return {f"{prefix}{k}" for k in KINDS if f"{prefix}{k}" in known}
 
 
 def _parents(name: str, targets: set[str], known: set[str]) -> set[str]:
@@ -139,6 +153,20 @@ def test_an_import_runs_the_packages_above_it(tmp_path):
     assert cycles(graph(pkg)) == [["patchkit.stage", "patchkit.two"]]
     (pkg / "stage" / "__init__.py").write_text("")
     assert cycles(graph(pkg)) == []
+
+
+def test_an_import_by_a_registry_name_counts(tmp_path):
+    """A module that imports the registry's kinds by name (`importlib.import_module(f"patchkit.measure.{n}")`
+    for n in patchkit.registry.KINDS) has an edge to each: a cycle through it is found."""
+    pkg = tmp_path / "patchkit"
+    (pkg / "measure").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "measure" / "__init__.py").write_text("")
+    (pkg / "measure" / f"{KINDS[0]}.py").write_text("from patchkit import two\n")
+    body = '    return [importlib.import_module(f"patchkit.measure.{n}") for n in names]\n'
+    (pkg / "two.py").write_text("import importlib\n\ndef f(names):\n" + body)
+    assert graph(pkg)["patchkit.two"] == {f"patchkit.measure.{KINDS[0]}", "patchkit.measure"}
+    assert cycles(graph(pkg)) == [[f"patchkit.measure.{KINDS[0]}", "patchkit.two"]]
 
 
 def test_no_import_cycles():

@@ -12,7 +12,7 @@ import pytest
 
 from patchkit import vcs, vendored
 from patchkit.cli import make_parser
-from patchkit.measure import tests as test_step
+from patchkit.measure import test as test_step
 from patchkit.options import Machine, resolve_run
 from patchkit.recipe import load_recipe
 from patchkit.run import steps

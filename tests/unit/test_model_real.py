@@ -21,8 +21,8 @@ from patchkit.measure.model import (
     shape_line,
     write_synthetic_gguf,
 )
+from patchkit.measure.numerics import NumericsData
 from patchkit.results.data import ABSENT
-from patchkit.results.data.numerics import NumericsData
 from patchkit.results.upgrade import upgrade
 
 REPO = Path(__file__).resolve().parents[2]

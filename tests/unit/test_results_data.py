@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from patchkit.errors import ResultsError
+from patchkit.measure.test import TestData
 from patchkit.results.data import ABSENT, schema
 from patchkit.results.data.check import CheckData
 from patchkit.results.data.kernel import KernelData
-from patchkit.results.data.test import TestData
 from patchkit.results.upgrade import upgrade
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,12 +1,11 @@
-"""A suite's status from its variants' (patchkit.measure.tests.overall_status): a change that adds an op's
+"""A suite's status from its variants' (patchkit.measure.test.overall_status): a change that adds an op's
 support (recipes/pool1d-cuda.toml: POOL_1D on CUDA) leaves base with every case "not supported", which is
 not a failure of the suite when the series' end ran the cases; a variant that ran nothing otherwise is."""
 
 from __future__ import annotations
 
-from patchkit.measure.tests import overall_status
+from patchkit.measure.test import TestVariant, overall_status
 from patchkit.results import Status
-from patchkit.results.data.test import TestVariant
 
 
 def _e(status: str, ok: int = 0, fail: int = 0, unsup: int = 0) -> TestVariant:

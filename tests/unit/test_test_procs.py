@@ -10,7 +10,7 @@ from pathlib import Path
 
 from patchkit import proc
 from patchkit.measure import shards
-from patchkit.measure import tests as t
+from patchkit.measure import test as t
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "test-procs"
 CASE = re.compile(r"^\s+FLASH_ATTN_EXT\((.*)\): ", re.M)

@@ -9,10 +9,12 @@ ResultsError naming the step and the key. A field an older format did not write 
 and is left out of `to_dict()` again, so that `from_dict(d).to_dict() == d` for every stored step.
 docs/results-schema.md is generated from these classes (scripts/results_schema.py).
 
-Converted: build:* (build.py), check:* (check.py), test:* (test.py), bench:kernel (kernel.py), bench:path
-(path.py), bench:occupancy (occupancy.py; its report still reads the launches as dicts), bench:decode
-(decode.py), numerics (numerics.py). Every kind's data may carry `hooks` (StepData.hooks: hook name -> that
-hook's own data).
+Where each class lives: a kind's data class is in its runner module (patchkit/measure/<kind>.py: test:*,
+bench:path, bench:occupancy, numerics), which names it in its `STEP` (`data=`); here only where a stage below
+the runners or another kind's data reads it: build:* (build.py: not a registry kind), check:* (check.py: read
+by patchkit.build.unitcheck), bench:kernel (kernel.py: bench:decode's data reuses its clocks and upstream
+parts), bench:decode (decode.py: its runner is near 600 lines). Every kind's data may carry `hooks`
+(StepData.hooks: hook name -> that hook's own data).
 """
 
 from patchkit.results.data.base import ABSENT, Data, StepData
