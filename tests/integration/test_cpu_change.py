@@ -35,7 +35,8 @@ def _as_default_recipe(tmp: Path) -> Path:
     shutil.copytree(ROOT / "patches", tmp / "patches")
     (tmp / "recipes").mkdir()
     text = RECIPE.read_text()
-    named = text.replace('name = "cpu-fa-gemm-revert"', 'name = "seed-fattn"').replace("n-predict = 96", "n-predict = 32")
+    named = text.replace('name = "cpu-fa-gemm-revert"', 'name = "seed-fattn"')
+    named = named.replace("n-predict = 96", "n-predict = 32")
     assert named.count("seed-fattn") == 1 and "n-predict = 32" in named
     path = tmp / "recipes" / "seed-fattn.toml"
     path.write_text(named)
