@@ -10,7 +10,9 @@ build conftest's cpu_build has made (builds/seed-fattn/cpu, found by its key) an
 incrementally, in that build folder. Kept cheap for CI: one decode round (2 samples a side, so every cell's
 verdict is "too few samples"), the matrix of the recipe's [profile.cpu] (pp64 at micro-batches 16, 32, 64
 and tg8, at depths 0 and 512), numerics at depth 256 only (the prompts alone fall under the tiled path's
-32 rows and cannot move), 32 generated tokens (the recipe's n-predict in the copy).
+32 rows and cannot move), 32 generated tokens (the recipe's n-predict in the copy), and no decode cells of
+the real model (a Gemma llama-bench process takes 30-70 s on the loaded 2 cores, docs/decode-matrix.md; the
+example has them).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ def test_a_real_cpu_change_moves_the_real_models_numbers(cpu_build, work, cli, t
     cli(
         "run", "-r", str(recipe), "--backend", "cpu", "--work", str(work.root), "--label", label,
         "--test-jobs", "2", "-j", "2", "--decode-rounds", "1", "--repetitions", "2",
-        "--numerics-depths", "256",
+        "--numerics-depths", "256", "--real-n-prompt", "0", "--real-n-gen", "0",
     )  # fmt: skip
     [run] = list(work.runs("seed-fattn").glob(f"*-{label}"))
     steps = json.loads((run / "results.json").read_text())["steps"]
@@ -66,9 +68,9 @@ def test_a_real_cpu_change_moves_the_real_models_numbers(cpu_build, work, cli, t
         assert cpu["tests_passed"] == cpu["tests_total"] > 0, v
     # the matrix: pp64 at 3 micro-batches x 2 depths and tg8 at 2 depths, every cell of both binaries, one round
     d = steps["bench:decode"]["data"]
-    cells = {(r["variant"], r["test"], r["n_ubatch"], r["depth"]) for r in d["rows"] if r["test"] == "pp64"}
+    cells = {(r["variant"], r["test"].split(" @ ")[0], r["n_ubatch"], r["depth"]) for r in d["rows"]}
     assert cells >= {(v, "pp64", ub, dep) for v in ("base", VARIANT) for ub in (16, 32, 64) for dep in (0, 512)}
-    assert {(r["test"], r["depth"]) for r in d["rows"] if r["variant"] == VARIANT} >= {("tg8", 0), ("tg8", 512)}
+    assert cells >= {(v, "tg8", 512, dep) for v in ("base", VARIANT) for dep in (0, 512)}
     assert d["rounds_run"] == 1 and {v["verdict"] for v in d["vs_base"]} == {"too few samples"}
     # the numbers move: text after a real-text prefix, and the KL divergence over real text (above the floor
     # of same-code pairs, which is llama-perplexity's 16-bit storage of base's log-probabilities: max 5e-05)
@@ -80,5 +82,5 @@ def test_a_real_cpu_change_moves_the_real_models_numbers(cpu_build, work, cli, t
     assert pair["kld"]["mean"] > 0 and pair["kld"]["max"] > 5e-05 and pair["kld"]["same_top_p"] < 100.0
     md = (run / "report.md").read_text()
     assert f"`base` vs `{VARIANT}`: not bit-identical ({len(moved)} of 3 generations differ)." in md
-    assert "Model: Gemma 3 270m Q4_K_M" in md and "**Decode on Gemma 3 270m Q4_K_M**" in md
+    assert "Model: Gemma 3 270m Q4_K_M" in md and "**Decode on Gemma" not in md  # numerics on it, no decode cells
     assert "Microbatch" in md
