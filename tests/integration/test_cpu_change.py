@@ -30,6 +30,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "recipes" / "cpu-fa-gemm-revert.toml"
 VARIANT = "+revert-19422"
+RUN_LAST = True  # it leaves the shared build folder at its variant (conftest sorts it last)
 PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."  # the recipe's second
 
 pytestmark = pytest.mark.skipif(
