@@ -240,6 +240,14 @@ def _chars_per_token(bundle: Bundle, b: Bins, model: Path, text: str, work: Path
     return len(sample) / len(ids) if ids else 1.0
 
 
+def kl_text_chars(kl_ctx: int, kl_chunks: int, cpt: float) -> int:
+    """How much of the real text the KL divergence reads: enough for kl_chunks chunks of kl_ctx tokens at cpt
+    characters a token (half as much again, for the tokenizer's spread), and for two chunks at least:
+    llama-perplexity refuses a text of fewer than 2 * ctx tokens ("you need at least 1024 tokens to evaluate
+    perplexity with a context of 512"), so `kl-chunks = 1` failed."""
+    return int(kl_ctx * max(kl_chunks, 2) * cpt * 1.5) + 1000
+
+
 def _first_diff(a: str | list, b: str | list) -> int | None:
     for i, (x, y) in enumerate(zip(a, b)):
         if x != y:
@@ -468,9 +476,9 @@ def run_numerics(
         prefix=text,
         cpt=cpt,
     )
-    # KL divergence against base over the real text (enough of it for kl_chunks chunks of kl_ctx tokens)
+    # KL divergence against base over the real text
     kl_text = work / "kl.txt"
-    kl_text.write_text(text[: int(kl_ctx * kl_chunks * cpt * 1.5) + 1000])
+    kl_text.write_text(text[: kl_text_chars(kl_ctx, kl_chunks, cpt)])
     kld: dict[str, dict | None] = {}
     if base is not None:
         common = _kld_args(kl_text, kl_ctx, kl_chunks, type_k, type_v)
