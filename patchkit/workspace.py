@@ -180,7 +180,11 @@ class Workspace:
 def _foreign_home(root: Path) -> str:
     """For a work folder without its record: the folder its worktree links or CMake caches were
     made in, where that is not `root` (a copy made before records existed); else ''."""
-    for dotgit in [*root.glob("variants/*/*/.git"), *root.glob("builds/*/*/tree/.git")]:
+    for dotgit in [
+        *root.glob("variants/*/*/.git"),
+        *root.glob("builds/*/*/tree/.git"),
+        *root.glob("builds/*/*/each/*/tree/.git"),
+    ]:
         if not dotgit.is_file():
             continue
         text = dotgit.read_text(encoding="utf-8", errors="replace").strip()
