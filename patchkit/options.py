@@ -73,13 +73,14 @@ def fast_defaults(backend: str, m: Machine) -> dict[str, tuple[int, str]]:
     On a CUDA machine: -j and --test-jobs the cores, 2 test processes (measured on an H200: 2 took 46 s
     where 1 took 85 s); on a 16-core H200 that is `-j 16 --test-procs 2 --test-jobs 16`. The CPU backend
     keeps ninja's -j and one test process without -j (its cases use the cores themselves). The variant
-    builds after the first: one at a time for each POOL_CORES cores (1 on the 2-core CI machine, where two at
-    once were slower: docs/kernel-timing.md)."""
+    builds after the first: one at a time (`--build-pool N` builds N at once, one per POOL_CORES cores being the
+    predicted fit; on the 2-core CI machine two at once were slower, and on a GPU machine the gain is not
+    measured yet: docs/kernel-timing.md)."""
     if m.cores <= 0:
         one = (1, "default")
         return {"jobs": (0, "ninja's default"), "pool": one, "test_procs": (1, "default"), "test_jobs": (0, "default")}
     cores = f"{m.cores} cores"
-    pool = (max(1, m.cores // POOL_CORES), f"{cores}: one per {POOL_CORES}")
+    pool = (1, "one at a time (--build-pool N: not yet measured on a GPU machine)")
     if not backends.get(backend).needs_gpu:
         cpu = "cpu backend: the cases use the cores"
         return {

@@ -27,14 +27,14 @@ def test_the_h200_defaults_are_the_flags_the_examples_used():
     flags = ["--test-variant", "base", "--test-variant", "+0001+0002", "--test-procs", "2", "--test-jobs", "16"]
     _, asked = _resolve(["--arch", "90", "--check-arch", "89", *flags, "-j", "16", "--build-pool", "4"], H200)
     assert (plain.build.jobs, plain.test.procs, plain.test.jobs) == (16, 2, 16)
-    assert plain.build.pool == asked.build.pool == 4  # one variant building at once per 4 cores
+    assert (plain.build.pool, asked.build.pool) == (1, 4)  # one after another until a GPU machine measures it
     assert (asked.build.jobs, asked.test.procs, asked.test.jobs) == (16, 2, 16)
     assert plain.test.variants == asked.test.variants == ("base", "+0001+0002")
     # what chose them: the machine for the defaults, the command line for the flags
     src = {o: why for o, _, why in plain.sources}
     assert src["-j"] == src["--test-jobs"] == "16 cores"
     assert src["--test-procs"].startswith("1 CUDA device(s)")
-    assert src["--build-pool"] == "16 cores: one per 4"
+    assert src["--build-pool"] == "one at a time (--build-pool N: not yet measured on a GPU machine)"
     assert all(why == "command line" for _, _, why in asked.sources)
     assert plain.test.jobs_default and plain.test.default_variants
     assert not asked.test.jobs_default and not asked.test.default_variants
