@@ -150,9 +150,15 @@ def bin_dir(ws: Workspace, recipe: Recipe, opts: BuildOptions, variant: str) -> 
 
 
 def find_build(
-    ws: Workspace, recipe: Recipe, opts: BuildOptions, state: VariantState, tc: Toolchain | None = None
+    ws: Workspace,
+    recipe: Recipe,
+    opts: BuildOptions,
+    state: VariantState,
+    tc: Toolchain | None = None,
+    *,
+    say: bool = True,
 ) -> BuildResult | None:
-    """The finished build of this exact variant state and options, or None."""
+    """The finished build of this exact variant state and options, or None (`say`: why one is not reused)."""
     manifest = bin_dir(ws, recipe, opts, state.name) / "manifest.json"
     if not manifest.is_file():
         return None
@@ -167,7 +173,8 @@ def find_build(
         return None
     why = _files_gone(manifest.parent, data.get("files"), build_root(ws, recipe, opts) / "build")
     if why:
-        print(f"{state.name}: the finished build is not reused: {why}; building it again")
+        if say:
+            print(f"{state.name}: the finished build is not reused: {why}; building it again")
         return None
     res = dict(data["result"])
     log = Path(res.get("log") or "")
@@ -461,29 +468,54 @@ def build_variants(
     as each is done (reused ones first, then the first state's before any other starts). With a pool of one
     (`opts.pool`) they build one after the other in the shared build folder; with more, the first state
     builds there and the others at once, each in its own folder seeded from the shared one
-    (patchkit.build.seed), with its share of -j. A failed build lets the others finish, then raises."""
+    (patchkit.build.seed), with its share of -j. A failed build lets the others finish, then raises.
+
+    The build root's lock: where every build is finished, a reader's (shared) one, so that the runs that only
+    reuse them (two targets of an executor on one work folder, a second run) go on at once, and wait for a
+    build in flight there; where one is to be built, the writer's (exclusive) one, taken fail-fast: never two
+    builds in one folder, nor a build beside a reader."""
     job = _Job(
         recipe=recipe, base=base, ws=ws, opts=opts, tc=toolchain(opts), root=build_root(ws, recipe, opts), logs=logs
     )
     told = on_built or (lambda r, t, b: None)
     own = {st.name: opts.pool > 1 and i > 0 for i, st in enumerate(states)}
     results: dict[str, BuildResult] = {}
-    with ws.lock(job.root):
-        todo = []
+    with ws.lock(job.root, shared=True, wait=True):
+        found = []
         for st in states:
-            done = find_build(ws, recipe, opts, st, job.tc)
-            if done is None:
-                todo.append(st)
-                continue
-            print(f"{st.name}: build up to date ({done.bin_dir})")
-            results[st.name] = done
-            told(done, *folders(job.root, st.name, own[st.name]))
+            if (done := find_build(ws, recipe, opts, st, job.tc, say=False)) is None:
+                break
+            found.append(done)
+        else:
+            _reused(job, list(zip(states, found)), own, told, results)
+            return [results[st.name] for st in states]
+    with ws.lock(job.root):
+        todo = _reused(job, [(st, find_build(ws, recipe, opts, st, job.tc)) for st in states], own, told, results)
         for st in [st for st in todo if not own[st.name]]:
             tree, bdir = folders(job.root, st.name, False)
             results[st.name] = build_one(job, st, tree, bdir, opts)
             told(results[st.name], tree, bdir)
         results.update(_pooled(job, [st for st in todo if own[st.name]], told))
     return [results[st.name] for st in states]
+
+
+def _reused(
+    job: _Job,
+    found: list[tuple[VariantState, BuildResult | None]],
+    own: dict[str, bool],
+    told: OnBuilt,
+    results: dict[str, BuildResult],
+) -> list[VariantState]:
+    """The finished builds `found` (find_build's, per state) into `results`, each told; the states to build."""
+    todo = []
+    for st, done in found:
+        if done is None:
+            todo.append(st)
+            continue
+        print(f"{st.name}: build up to date ({done.bin_dir})")
+        results[st.name] = done
+        told(done, *folders(job.root, st.name, own[st.name]))
+    return todo
 
 
 def _pooled(job: _Job, states: list[VariantState], told: OnBuilt) -> dict[str, BuildResult]:
