@@ -13,7 +13,7 @@
   builds/<recipe>/<config>/  tree/ (the one worktree that is rebuilt incrementally), build/ (CMake),
                              bin/<variant>/ (snapshots of finished builds, keyed; see build.py)
   runs/<recipe>/<id>/        results bundles (env.json, raw/, results.json, .lock)
-  locks/                     one lock file per folder being written
+  locks/                     one lock file per folder being written (a build root: or read, shared)
 (and, outside it, nothing: the machine-wide timing lock is an abstract unix socket, see `machine_lock`)
 
 Every name that becomes a path component here (recipe, variant, config, run id, label) goes through
