@@ -148,6 +148,20 @@ OPTIONS: tuple[Option, ...] = (
         default=("test-backend-ops", "llama-bench", "llama-completion", "llama-perplexity"),
         type="strs",
     ),
+    _o(
+        "build.pool",
+        "variants built at once after the first, each in its own build folder seeded from the first's and "
+        "with its share of -j (1: one after another in one folder; default: 1 until a GPU machine measures the pool; "
+        "docs/kernel-timing.md)",
+        "--build-pool",
+        env="PATCHKIT_BUILD_POOL",
+        recipe="build.pool",
+        key="build.pool",
+        default=1,
+        type="int",
+        minimum=1,
+        arg_type="positive",
+    ),
     _flag(
         "build.full_rebuild",
         "recompile every unit that includes a changed file (the recipe's [[affects]] units rules not used)",
@@ -619,7 +633,14 @@ assert len(OPTION) == len(OPTIONS), "a setting declared twice"
 
 GROUPS: dict[str, tuple[str, ...]] = {
     "common": ("recipe", "work", "offline"),
-    "build": ("build.backend", "build.archs", "build.jobs", "build.cmake_options", "build.full_rebuild"),
+    "build": (
+        "build.backend",
+        "build.archs",
+        "build.jobs",
+        "build.pool",
+        "build.cmake_options",
+        "build.full_rebuild",
+    ),
     "variants": ("variants", "leave_one_out"),
     "run": ("run", "redo", "force", "measure_same_code", "overlap", "overlap_timing", "reuse", "changed"),
     "test": ("test.filter", "test.jobs", "test.procs", "test.variants"),

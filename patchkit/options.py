@@ -64,23 +64,38 @@ def this_machine() -> Machine:
     return Machine(cores=cores, gpus=len(env.cuda_devices()))
 
 
+POOL_CORES = 4  # the cores for each variant building at once (patchkit.build.build_variants)
+
+
 def fast_defaults(backend: str, m: Machine) -> dict[str, tuple[int, str]]:
-    """option -> (value, where it came from): build -j and test-backend-ops processes and -j.
+    """option -> (value, where it came from): build -j, the build pool, test-backend-ops processes and -j.
 
     On a CUDA machine: -j and --test-jobs the cores, 2 test processes (measured on an H200: 2 took 46 s
     where 1 took 85 s); on a 16-core H200 that is `-j 16 --test-procs 2 --test-jobs 16`. The CPU backend
-    keeps ninja's -j and one test process without -j (its cases use the cores themselves)."""
+    keeps ninja's -j and one test process without -j (its cases use the cores themselves). The variant
+    builds after the first: one at a time (`--build-pool N` builds N at once, one per POOL_CORES cores being the
+    predicted fit; on the 2-core CI machine two at once were slower, and on a GPU machine the gain is not
+    measured yet: docs/kernel-timing.md)."""
     if m.cores <= 0:
-        return {"jobs": (0, "ninja's default"), "test_procs": (1, "default"), "test_jobs": (0, "default")}
+        one = (1, "default")
+        return {"jobs": (0, "ninja's default"), "pool": one, "test_procs": (1, "default"), "test_jobs": (0, "default")}
     cores = f"{m.cores} cores"
+    pool = (1, "one at a time (--build-pool N: not yet measured on a GPU machine)")
     if not backends.get(backend).needs_gpu:
         cpu = "cpu backend: the cases use the cores"
-        return {"jobs": (0, "ninja's default (cpu backend)"), "test_procs": (1, cpu), "test_jobs": (0, cpu)}
+        return {
+            "jobs": (0, "ninja's default (cpu backend)"),
+            "pool": pool,
+            "test_procs": (1, cpu),
+            "test_jobs": (0, cpu),
+        }
     if not m.gpus:
-        return {"jobs": (m.cores, cores), "test_procs": (1, "no CUDA device"), "test_jobs": (0, "no CUDA device")}
+        none = "no CUDA device"
+        return {"jobs": (m.cores, cores), "pool": pool, "test_procs": (1, none), "test_jobs": (0, none)}
     two = min(2, m.cores)
     return {
         "jobs": (m.cores, cores),
+        "pool": pool,
         "test_procs": (two, f"{m.gpus} CUDA device(s): 2 processes (an H200: 46 s where 1 took 85 s)"),
         "test_jobs": (m.cores, cores),
     }
@@ -214,10 +229,15 @@ class RunOptions:
 def _fast(backend: str, m: Machine) -> dict[str, tuple[object, str]]:
     """`fast_defaults` by setting name (option_set.OPTION)."""
     f = fast_defaults(backend, m)
-    return {"build.jobs": f["jobs"], "test.procs": f["test_procs"], "test.jobs": f["test_jobs"]}
+    return {
+        "build.jobs": f["jobs"],
+        "build.pool": f["pool"],
+        "test.procs": f["test_procs"],
+        "test.jobs": f["test_jobs"],
+    }
 
 
-BUILD = ("build.backend", "build.archs", "build.jobs", "build.cmake_options", "build.full_rebuild")
+BUILD = ("build.backend", "build.archs", "build.jobs", "build.pool", "build.cmake_options", "build.full_rebuild")
 
 
 def _build_values(
@@ -240,6 +260,7 @@ def _build_of(recipe: Recipe, v: Mapping[str, Value]) -> BuildOptions:
         jobs=int(v["build.jobs"].value),  # type: ignore[call-overload]
         extra=tuple(o if o.startswith("-") else f"-D{o}" for o in extra),
         full_rebuild=bool(v["build.full_rebuild"].value),
+        pool=int(v["build.pool"].value),  # type: ignore[call-overload]
     )
 
 
@@ -343,6 +364,7 @@ def run_options(recipe: Recipe, v: Mapping[str, Value], *, steps: tuple[str, ...
         model=ModelOptions(**sections["model"]),
         sources=(
             ("-j", str(build.jobs or "ninja's"), _why(v["build.jobs"])),
+            ("--build-pool", str(build.pool), _why(v["build.pool"])),
             ("--test-procs", str(tp.value), _why(tp)),
             ("--test-jobs", str(tj.value or "none"), _why(tj)),
             ("tested variants", ", ".join(test_variants) or "the changed ones", tv_src),
@@ -386,7 +408,9 @@ def describe(
     leaves = _leaves(final)
     src["test.default_variants"] = src["test.variants"] = _latest(src["test.variants"], src["changed"])
     src["test.jobs_default"] = src["test.jobs"]
-    src["sources"] = _latest(src["build.jobs"], src["test.procs"], src["test.jobs"], src["test.variants"])
+    src["sources"] = _latest(
+        src["build.jobs"], src["build.pool"], src["test.procs"], src["test.jobs"], src["test.variants"]
+    )
     src["steps"] = "command"
     return [(name, value, src[name]) for name, value in leaves.items()]
 

@@ -88,6 +88,7 @@ class Build:
     cmake_options: tuple[str, ...] = default("build.cmake_options")
     targets: tuple[str, ...] = default("build.targets")
     jobs: int = default("build.jobs")  # 0: ninja's default
+    pool: int = default("build.pool")  # variants built at once after the first (patchkit.build.build_variants)
 
 
 @dataclass(frozen=True, kw_only=True)

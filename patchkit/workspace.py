@@ -13,7 +13,7 @@
   builds/<recipe>/<config>/  tree/ (the one worktree that is rebuilt incrementally), build/ (CMake),
                              bin/<variant>/ (snapshots of finished builds, keyed; see build.py)
   runs/<recipe>/<id>/        results bundles (env.json, raw/, results.json, .lock)
-  locks/                     one lock file per folder being written
+  locks/                     one lock file per folder being written (a build root: or read, shared)
 (and, outside it, nothing: the machine-wide timing lock is an abstract unix socket, see `machine_lock`)
 
 Every name that becomes a path component here (recipe, variant, config, run id, label) goes through
@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchkit import option_set
+from patchkit import option_set, proc
 from patchkit.errors import LockError, PatchkitError
 
 MARKER = "workspace.json"
@@ -156,8 +156,10 @@ class Workspace:
         return self.root / "sweeps" / safe_component(recipe, "recipe name")
 
     @contextmanager
-    def lock(self, what: Path, *, wait: bool = False) -> Iterator[None]:
-        """An exclusive lock on `what` (a folder), held while writing it; a second patchkit fails fast."""
+    def lock(self, what: Path, *, wait: bool = False, shared: bool = False, poll_s: float = 0.2) -> Iterator[None]:
+        """An exclusive lock on `what` (a folder), held while writing it; a second patchkit fails fast
+        (`wait`: waits, saying once for whom). `shared`: a reader's lock, held while reading it: readers at
+        once, never beside a writer (a writer meeting a reader fails fast, or waits, the same way)."""
         self.check_home()
         locks = self.root / "locks"
         locks.mkdir(parents=True, exist_ok=True)
@@ -168,19 +170,29 @@ class Workspace:
             str(what.resolve().relative_to(self.root)) if what.is_relative_to(self.root) else str(what),
         )
         path = locks / f"{name}.lock"
-        fd, holder = take_lock(path, wait=wait)
+        fd, holder = take_lock(path, shared=shared)
+        if fd is None and wait:
+            print(f"{what}: waiting for {holder}, which {'writes' if shared else 'uses'} it (lock {path})", flush=True)
+            while fd is None:  # polled, not a blocking flock: Ctrl-C stops the wait in every thread
+                proc.check_interrupt()
+                time.sleep(poll_s)
+                fd, holder = take_lock(path, shared=shared)
         if fd is None:
             raise LockError(f"{what}: in use by {holder} (lock {path})")
         try:
             yield
         finally:
-            os.close(fd)
+            release_lock(fd, shared=shared)
 
 
 def _foreign_home(root: Path) -> str:
     """For a work folder without its record: the folder its worktree links or CMake caches were
     made in, where that is not `root` (a copy made before records existed); else ''."""
-    for dotgit in [*root.glob("variants/*/*/.git"), *root.glob("builds/*/*/tree/.git")]:
+    for dotgit in [
+        *root.glob("variants/*/*/.git"),
+        *root.glob("builds/*/*/tree/.git"),
+        *root.glob("builds/*/*/each/*/tree/.git"),
+    ]:
         if not dotgit.is_file():
             continue
         text = dotgit.read_text(encoding="utf-8", errors="replace").strip()
@@ -202,20 +214,52 @@ def _home_from(path: Path, top: str) -> str:
     return str(Path(*parts[: parts.index(top)])) if top in parts[1:] else str(path)
 
 
-def take_lock(path: Path, *, wait: bool = False) -> tuple[int | None, str]:
-    """An exclusive flock on the file `path` (made if missing), our pid written in it: (fd, "") where
-    taken (closing fd releases it; it is released at exit too), (None, "pid N") where another holds it."""
+def take_lock(path: Path, *, wait: bool = False, shared: bool = False) -> tuple[int | None, str]:
+    """A flock on the file `path` (made if missing): exclusive, our pid written in it, or (`shared`) a
+    reader's, our pid added on a line of its own: (fd, "") where taken (release_lock, or closing fd,
+    releases it; it is released at exit too, however the process ends), (None, who) where another holds it
+    (the holders the file names that are alive; a line of a reader that died is only left over)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if wait else fcntl.LOCK_NB))
     except BlockingIOError:
         os.close(fd)
-        holder = path.read_text(encoding="utf-8", errors="replace").strip() or "another process"
-        return None, holder
-    os.ftruncate(fd, 0)
-    os.write(fd, f"patchkit pid {os.getpid()}".encode())
+        return None, _holders(path.read_text(encoding="utf-8", errors="replace"))
+    if shared:
+        os.lseek(fd, 0, os.SEEK_END)
+        os.write(fd, f"patchkit pid {os.getpid()} (reading)\n".encode())
+    else:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"patchkit pid {os.getpid()}".encode())
     return fd, ""
+
+
+def release_lock(fd: int, *, shared: bool = False) -> None:
+    """Let go of a lock take_lock gave; a writer empties the file first (it names no one who holds it)."""
+    if not shared:
+        os.ftruncate(fd, 0)
+    os.close(fd)
+
+
+def _holders(text: str) -> str:
+    """Who holds a lock, from its file: the lines whose pid is alive ("another process" if none is)."""
+    alive = []
+    for line in text.splitlines():
+        m = re.search(r"\bpid (\d+)", line)
+        if line.strip() and (m is None or _alive(int(m.group(1)))) and line.strip() not in alive:
+            alive.append(line.strip())
+    return ", ".join(alive) or "another process"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def machine_lock_name(what: str) -> str:

@@ -8,26 +8,33 @@ build is never redone and a changed patch is never served stale. Binaries are li
 (-DBUILD_SHARED_LIBS=OFF) so a snapshot does not load the libraries of whatever variant the shared
 build folder holds now.
 
-The compile check for machines without a GPU (patchkit.build.unitcheck) uses this module's configure, tree
-moves and include graph.
+With a build pool (`--build-pool N`, N > 1) the first variant (base) builds in that shared tree and
+folder, and the others then build at once, N at a time, each with its share of -j, each in a tree and
+build folder of its own (each/<variant>/) seeded from the shared one (patchkit.build.seed): Ninja there
+recompiles what the variant changes, and goes on from that folder's last build the next time.
+
+The compile check for machines without a GPU (patchkit.build.unitcheck) uses this module's configure and tree
+moves, and the include graph (patchkit.build.graph); the toolchain is patchkit.build.tools.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import glob
 import hashlib
 import json
 import os
 import re
 import shutil
-import sys
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from patchkit import backends, proc, vcs
-from patchkit.build import compiled, units
+from patchkit.build import compiled, seed, units
+from patchkit.build.graph import include_graph, includers, object_targets, source_root  # noqa: F401 (the package's)
+from patchkit.build.tools import Toolchain, _cublas_from_wheel, _nvcc, toolchain  # noqa: F401 (the package's names)
 from patchkit.errors import BuildError, CommandError, ToolNotFound
 from patchkit.parsers.compiler import first_compiler_error
 from patchkit.progress import Progress
@@ -48,6 +55,7 @@ class BuildOptions:
     targets: tuple[str, ...] = ()
     jobs: int = 0
     full_rebuild: bool = False  # recompile every includer of a changed file ([[affects]] units ignored)
+    pool: int = 1  # variants built at once after the first (each in its own seeded folder); 1: one after another
 
     @property
     def config(self) -> str:
@@ -56,6 +64,7 @@ class BuildOptions:
     def key_material(self) -> dict:
         d = asdict(self)
         d.pop("jobs")
+        d.pop("pool")  # where and how many at once, not what
         d.pop("full_rebuild")  # the same binaries either way, by the rules' statement
         return d
 
@@ -68,6 +77,7 @@ def options_from(
     jobs: int | None = None,
     extra: tuple[str, ...] = (),
     full_rebuild: bool = False,
+    pool: int | None = None,
 ) -> BuildOptions:
     """The build options of `recipe` with these values: each one given (0 and empty too) is used as it is;
     None is the recipe's (the command line's values come resolved: patchkit.options.build_options)."""
@@ -93,99 +103,7 @@ def options_from(
         targets=tuple(b.targets),
         jobs=jobs,
         full_rebuild=full_rebuild,
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# Toolchain
-
-
-@dataclass(frozen=True, kw_only=True)
-class Toolchain:
-    cmake_args: tuple[str, ...]
-    env: dict[str, str] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
-
-
-def _cublas_from_wheel() -> tuple[Path, Path] | None:
-    """(include dir, lib dir) of PyPI's nvidia-cublas wheel, if installed in this Python."""
-    for p in sys.path:
-        for sub in ("nvidia/cu13", "nvidia/cublas", "nvidia/cu12"):
-            inc = Path(p) / sub / "include"
-            if (inc / "cublas_v2.h").is_file():
-                lib = Path(p) / sub / "lib"
-                if glob.glob(str(lib / "libcublas.so*")):
-                    return inc, lib
-    return None
-
-
-def _nvcc(candidates: tuple[str | None, ...] | None = None) -> Path:
-    if candidates is None:
-        candidates = (os.environ.get("CUDACXX"), shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc")
-    for cand in candidates:
-        if cand and os.access(cand, os.X_OK):
-            return Path(cand).resolve()
-    raise ToolNotFound(
-        "no CUDA toolkit: nvcc not found (PATH, CUDACXX, /usr/local/cuda); "
-        "build for the CPU backend instead: patchkit build --backend cpu"
-    )
-
-
-def toolchain(opts: BuildOptions) -> Toolchain:
-    for tool in ("cmake", "ninja"):
-        proc.which(tool)
-    be = backends.get(opts.backend)
-    if not be.needs_gpu:
-        return Toolchain(cmake_args=be.cmake_args)
-    nvcc = _nvcc()
-    root = nvcc.parent.parent
-    args = [
-        *be.cmake_args,
-        f"-DCMAKE_CUDA_COMPILER={nvcc}",
-        f"-DCMAKE_CUDA_ARCHITECTURES={';'.join(opts.archs)}",
-    ]
-    inc_dirs = [root / "include", *root.glob("targets/*/include")]
-    if any((d / "cublas_v2.h").is_file() for d in inc_dirs):
-        return Toolchain(cmake_args=tuple(args))
-    wheel = _cublas_from_wheel()
-    if wheel is None:
-        raise ToolNotFound(
-            f"cuBLAS not found: no cublas_v2.h in the CUDA toolkit at {root} and no nvidia-cublas wheel in this "
-            "Python; pip install nvidia-cublas, or build for the CPU backend instead: patchkit build --backend cpu"
-        )
-    inc, lib = wheel
-    libs = {name: sorted(glob.glob(str(lib / f"lib{name}.so*"))) for name in ("cublas", "cublasLt")}
-    for name, found in libs.items():
-        if not found:
-            raise ToolNotFound(f"{lib}: lib{name}.so not found in the nvidia-cublas wheel")
-    notes = [f"cuBLAS from the nvidia-cublas wheel at {lib.parent}"]
-    if not any(
-        any(Path(d).glob("libcuda.so*"))
-        for d in (
-            "/usr/lib/x86_64-linux-gnu",
-            "/usr/lib64",
-            "/usr/lib",
-            str(root / "lib64" / "stubs"),
-            *map(str, root.glob("targets/*/lib/stubs")),
-        )
-    ):
-        # ggml-cuda links CUDA::cuda_driver; without a driver or stub library only compiling works (--check)
-        args.append("-DCUDA_cuda_driver_LIBRARY=/usr/lib/x86_64-linux-gnu/libcuda.so")
-        notes.append("no libcuda.so (driver or stub): objects compile, binaries do not link")
-    args += [
-        f"-DCUDA_cublas_LIBRARY={libs['cublas'][0]}",
-        f"-DCUDA_cublasLt_LIBRARY={libs['cublasLt'][0]}",
-        f"-DCMAKE_CUDA_FLAGS=-I{inc}",
-        f"-DCMAKE_CXX_FLAGS=-I{inc}",
-        f"-DCMAKE_C_FLAGS=-I{inc}",
-    ]
-    return Toolchain(
-        cmake_args=tuple(args),
-        env={
-            "LIBRARY_PATH": f"{lib}:{os.environ.get('LIBRARY_PATH', '')}",
-            "LD_LIBRARY_PATH": f"{lib}:{os.environ.get('LD_LIBRARY_PATH', '')}",
-        },
-        notes=tuple(notes),
+        pool=b.pool if pool is None else pool,
     )
 
 
@@ -233,9 +151,15 @@ def bin_dir(ws: Workspace, recipe: Recipe, opts: BuildOptions, variant: str) -> 
 
 
 def find_build(
-    ws: Workspace, recipe: Recipe, opts: BuildOptions, state: VariantState, tc: Toolchain | None = None
+    ws: Workspace,
+    recipe: Recipe,
+    opts: BuildOptions,
+    state: VariantState,
+    tc: Toolchain | None = None,
+    *,
+    say: bool = True,
 ) -> BuildResult | None:
-    """The finished build of this exact variant state and options, or None."""
+    """The finished build of this exact variant state and options, or None (`say`: why one is not reused)."""
     manifest = bin_dir(ws, recipe, opts, state.name) / "manifest.json"
     if not manifest.is_file():
         return None
@@ -250,7 +174,8 @@ def find_build(
         return None
     why = _files_gone(manifest.parent, data.get("files"), build_root(ws, recipe, opts) / "build")
     if why:
-        print(f"{state.name}: the finished build is not reused: {why}; building it again")
+        if say:
+            print(f"{state.name}: the finished build is not reused: {why}; building it again")
         return None
     res = dict(data["result"])
     log = Path(res.get("log") or "")
@@ -441,8 +366,9 @@ def run_ninja(
         progress.close()
 
 
-def move_tree(ws: Workspace, recipe: Recipe, root: Path, base: BaseInfo, head: str) -> Path:
-    tree = root / "tree"
+def move_tree(ws: Workspace, recipe: Recipe, root: Path, base: BaseInfo, head: str, tree: Path | None = None) -> Path:
+    """The build tree (`root`/tree unless `tree`) checked out at `head` (only the files that differ are written)."""
+    tree = root / "tree" if tree is None else tree
     wt = (
         checkout_base(open_cache_repo(ws), tree, base.commit, recipe.base.prune)
         if not (tree / ".git").exists()
@@ -452,117 +378,188 @@ def move_tree(ws: Workspace, recipe: Recipe, root: Path, base: BaseInfo, head: s
     return tree
 
 
+@dataclass(frozen=True, kw_only=True)
+class _Job:
+    """What every variant's build of one build_variants call shares."""
+
+    recipe: Recipe
+    base: BaseInfo
+    ws: Workspace
+    opts: BuildOptions
+    tc: Toolchain
+    root: Path
+    logs: Path
+
+
+def folders(root: Path, variant: str, own: bool) -> tuple[Path, Path]:
+    """(tree, build folder) of a variant's build: the shared ones under `root`, or (`own`: a parallel
+    build with a pool) its own under root/each/<variant>/."""
+    if not own:
+        return root / "tree", root / "build"
+    mine = root / "each" / folder_name(variant)
+    return mine / "tree", mine / "build"
+
+
+def build_one(
+    job: _Job, state: VariantState, tree: Path, bdir: Path, opts: BuildOptions, t0: float | None = None
+) -> BuildResult:
+    """Configure and build one variant in `tree`/`bdir` (moved from whatever head they hold to the
+    variant's: Ninja recompiles what changed) and snapshot its binaries to bin/<variant>/; its seconds
+    count from `t0` (its folders' seeding) or now."""
+    t0 = time.monotonic() if t0 is None else t0
+    rows = None if opts.full_rebuild else units.prepare(job.recipe, tree, bdir, state.head, job.tc.env)
+    old = vcs.git(tree, "rev-parse", "HEAD").text.strip() if (tree / ".git").exists() else ""
+    move_tree(job.ws, job.recipe, job.root, job.base, state.head, tree)
+    if old and old != state.head:  # newer than any object, whatever git or a seeded copy left (patchkit.build.seed)
+        for f in vcs.git(tree, "diff", "--name-only", old, state.head, check=True).text.split():
+            if (tree / f).is_file():
+                os.utime(tree / f)
+    if rows is not None:
+        rows.apply(tree, bdir)
+        n, files = len(rows.cleared.units), ", ".join(rows.cleared.covered)
+        print(f"{state.name}: {n} units not recompiled: the changed rows are not read there ({files})")
+    (bdir / units.STAMP).unlink(missing_ok=True)
+    configure(tree, bdir, opts, job.tc, job.logs / f"configure-{opts.config}-{state.name}.log")
+    log = job.logs / f"build-{opts.config}-{state.name}.log"
+    done_run = run_ninja(bdir, list(opts.targets), opts, job.tc, log, f"build {state.name}")
+    write_json(bdir / units.STAMP, {"head": state.head})
+    steps = sum(1 for ln in done_run.stdout.splitlines() if _Progress._RE.match(ln))
+    out = bin_dir(job.ws, job.recipe, opts, state.name)
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for t in opts.targets:
+        exe = bdir / "bin" / t
+        if not exe.is_file():
+            raise BuildError(f"{state.name}: target {t} built but {exe} is missing (log: {log})")
+        shutil.copy2(exe, tmp / t)
+    seconds = time.monotonic() - t0
+    result = BuildResult(
+        variant=state.name,
+        key=build_key(state, opts, job.tc),
+        head=state.head,
+        bin_dir=str(out),
+        seconds=round(seconds, 1),
+        reused=False,
+        steps=steps,
+        log=str(log),
+        cleared=rows.cleared.to_dict() if rows is not None else {},
+    )
+    write_json(tmp / "manifest.json", _manifest(job.ws, result, job.tc, opts, tmp))
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+    print(f"{state.name}: built in {seconds:.0f} s ({steps} steps) -> {out}")
+    return result
+
+
+OnBuilt = Callable[[BuildResult, Path, Path], None]  # a variant's result, its tree and build folder
+
+
 def build_variants(
-    recipe: Recipe, base: BaseInfo, ws: Workspace, states: list[VariantState], opts: BuildOptions, *, logs: Path
+    recipe: Recipe,
+    base: BaseInfo,
+    ws: Workspace,
+    states: list[VariantState],
+    opts: BuildOptions,
+    *,
+    logs: Path,
+    on_built: OnBuilt | None = None,
 ) -> list[BuildResult]:
-    """Build every variant in order, reusing the shared build folder; finished builds are skipped."""
-    tc = toolchain(opts)
-    root = build_root(ws, recipe, opts)
-    results: list[BuildResult] = []
-    with ws.lock(root):
-        for state in states:
-            done = find_build(ws, recipe, opts, state, tc)
-            if done is not None:
-                print(f"{state.name}: build up to date ({done.bin_dir})")
-                results.append(done)
-                continue
-            t0 = time.monotonic()
-            bdir = root / "build"
-            rows = None if opts.full_rebuild else units.prepare(recipe, root / "tree", bdir, state.head, tc.env)
-            tree = move_tree(ws, recipe, root, base, state.head)
-            if rows is not None:
-                rows.apply(tree, bdir)
-                n, files = len(rows.cleared.units), ", ".join(rows.cleared.covered)
-                print(f"{state.name}: {n} units not recompiled: the changed rows are not read there ({files})")
-            (bdir / units.STAMP).unlink(missing_ok=True)
-            configure(tree, bdir, opts, tc, logs / f"configure-{opts.config}-{state.name}.log")
-            log = logs / f"build-{opts.config}-{state.name}.log"
-            done_run = run_ninja(bdir, list(opts.targets), opts, tc, log, f"build {state.name}")
-            write_json(bdir / units.STAMP, {"head": state.head})
-            steps = sum(1 for ln in done_run.stdout.splitlines() if _Progress._RE.match(ln))
-            out = bin_dir(ws, recipe, opts, state.name)
-            tmp = out.with_name(out.name + ".tmp")
-            shutil.rmtree(tmp, ignore_errors=True)
-            tmp.mkdir(parents=True)
-            for t in opts.targets:
-                exe = bdir / "bin" / t
-                if not exe.is_file():
-                    raise BuildError(f"{state.name}: target {t} built but {exe} is missing (log: {log})")
-                shutil.copy2(exe, tmp / t)
-            seconds = time.monotonic() - t0
-            result = BuildResult(
-                variant=state.name,
-                key=build_key(state, opts, tc),
-                head=state.head,
-                bin_dir=str(out),
-                seconds=round(seconds, 1),
-                reused=False,
-                steps=steps,
-                log=str(log),
-                cleared=rows.cleared.to_dict() if rows is not None else {},
-            )
-            write_json(tmp / "manifest.json", _manifest(ws, result, tc, opts, tmp))
-            shutil.rmtree(out, ignore_errors=True)
-            os.replace(tmp, out)
-            print(f"{state.name}: built in {seconds:.0f} s ({steps} steps) -> {out}")
-            results.append(result)
+    """Build every variant (finished builds are reused), results in `states`' order; `on_built` is called
+    as each is done (reused ones first, then the first state's before any other starts). With a pool of one
+    (`opts.pool`) they build one after the other in the shared build folder; with more, the first state
+    builds there and the others at once, each in its own folder seeded from the shared one
+    (patchkit.build.seed), with its share of -j. A failed build lets the others finish, then raises.
+
+    The build root's lock: where every build is finished, a reader's (shared) one, so that the runs that only
+    reuse them (two targets of an executor on one work folder, a second run) go on at once, and wait for a
+    build in flight there; where one is to be built, the writer's (exclusive) one, taken fail-fast: never two
+    builds in one folder, nor a build beside a reader."""
+    job = _Job(
+        recipe=recipe, base=base, ws=ws, opts=opts, tc=toolchain(opts), root=build_root(ws, recipe, opts), logs=logs
+    )
+    told = on_built or (lambda r, t, b: None)
+    own = {st.name: opts.pool > 1 and i > 0 for i, st in enumerate(states)}
+    results: dict[str, BuildResult] = {}
+    with ws.lock(job.root, shared=True, wait=True):
+        found = []
+        for st in states:
+            if (done := find_build(ws, recipe, opts, st, job.tc, say=False)) is None:
+                break
+            found.append(done)
+        else:
+            _reused(job, list(zip(states, found)), own, told, results)
+            return [results[st.name] for st in states]
+    with ws.lock(job.root):
+        todo = _reused(job, [(st, find_build(ws, recipe, opts, st, job.tc)) for st in states], own, told, results)
+        for st in [st for st in todo if not own[st.name]]:
+            tree, bdir = folders(job.root, st.name, False)
+            results[st.name] = build_one(job, st, tree, bdir, opts)
+            told(results[st.name], tree, bdir)
+        results.update(_pooled(job, [st for st in todo if own[st.name]], told))
+    return [results[st.name] for st in states]
+
+
+def _reused(
+    job: _Job,
+    found: list[tuple[VariantState, BuildResult | None]],
+    own: dict[str, bool],
+    told: OnBuilt,
+    results: dict[str, BuildResult],
+) -> list[VariantState]:
+    """The finished builds `found` (find_build's, per state) into `results`, each told; the states to build."""
+    todo = []
+    for st, done in found:
+        if done is None:
+            todo.append(st)
+            continue
+        print(f"{st.name}: build up to date ({done.bin_dir})")
+        results[st.name] = done
+        told(done, *folders(job.root, st.name, own[st.name]))
+    return todo
+
+
+def _pooled(job: _Job, states: list[VariantState], told: OnBuilt) -> dict[str, BuildResult]:
+    """The variants' builds at once (at most opts.pool), each in its own folder seeded from the shared
+    one, each with its share of -j; every build runs to its end, then the first failure is raised."""
+    if not states:
+        return {}
+    size = min(job.opts.pool, len(states))
+    share = max(1, (job.opts.jobs or _cores()) // size)
+    opts = replace(job.opts, jobs=share)
+    print(f"building {len(states)} variants {size} at a time, each -j {share}, in folders seeded from the shared one")
+
+    group = proc.current_group()  # the caller's, for the processes the pool's threads start
+
+    def one(st: VariantState) -> BuildResult:
+        with proc.group(*group):
+            return _own(st)
+
+    def _own(st: VariantState) -> BuildResult:
+        t0 = time.monotonic()
+        tree, bdir = folders(job.root, st.name, True)
+        shared = folders(job.root, "", False)
+        log = job.logs / f"seed-{opts.config}-{st.name}.log"
+        how = seed.own_folders(job.ws, job.recipe, shared, (tree, bdir), job.tc.env, log)
+        print(f"{st.name}: own build folder {how} in {time.monotonic() - t0:.0f} s ({bdir})")
+        r = build_one(job, st, tree, bdir, opts, t0)
+        told(r, tree, bdir)
+        return r
+
+    results: dict[str, BuildResult] = {}
+    failed: list[BaseException] = []
+    with ThreadPoolExecutor(max_workers=size, thread_name_prefix="build") as ex:
+        futures = {ex.submit(one, st): st for st in states}
+        for fut in as_completed(futures):
+            try:
+                results[futures[fut].name] = fut.result()
+            except BaseException as e:  # the others go on; raised when all have ended
+                failed.append(e)
+    if failed:
+        raise failed[0]
     return results
 
 
-# ---------------------------------------------------------------------------------------------
-# Compile check (no GPU needed)
-
-_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
-
-
-def source_root(tree: Path) -> str:
-    """Where ggml's sources lie in a tree: llama.cpp's layout `ggml/src`, ggml's own `src`."""
-    return "ggml/src" if (tree / "ggml" / "src").is_dir() else "src"
-
-
-def include_graph(tree: Path, scan_dirs: tuple[str, ...] = ("ggml/src",)) -> dict[str, set[str]]:
-    """Every source and header under scan_dirs -> the tree paths its `#include "..."` lines name."""
-    files: dict[str, set[str]] = {}
-    for d in scan_dirs:
-        for p in (tree / d).rglob("*"):
-            if p.suffix in (".cu", ".cuh", ".cpp", ".c", ".h", ".hpp") and p.is_file():
-                rel = str(p.relative_to(tree))
-                files[rel] = {
-                    os.path.normpath(os.path.join(os.path.dirname(rel), inc))
-                    for inc in _INCLUDE.findall(p.read_text(errors="replace"))
-                }
-    return files
-
-
-def includers(
-    tree: Path,
-    changed: list[str],
-    scan_dirs: tuple[str, ...] = ("ggml/src",),
-    graph: dict[str, set[str]] | None = None,
-) -> list[str]:
-    """Translation units (.cu/.cpp/.c) under scan_dirs that are, or include (transitively), a changed file
-    (`graph`: the tree's include_graph, when the caller has it already)."""
-    files = include_graph(tree, scan_dirs) if graph is None else graph
-    targets = set(changed)
-    grew = True
-    while grew:
-        grew = False
-        for f, deps in files.items():
-            if f not in targets and deps & targets:
-                targets.add(f)
-                grew = True
-    return sorted(f for f in targets if f.endswith((".cu", ".cpp", ".c")) and f in files)
-
-
-def object_targets(bdir: Path, sources: list[str], env: dict[str, str]) -> dict[str, str]:
-    """Map source paths (relative to the tree) to their Ninja object targets.
-
-    CMake names an object <target dir>/CMakeFiles/<target>.dir/<source relative to target dir>.o.
-    """
-    out = proc.run(["ninja", "-C", str(bdir), "-t", "targets", "all"], echo=False, env=env).stdout
-    by_source: dict[str, str] = {}
-    for ln in out.splitlines():
-        obj = ln.split(":", 1)[0]
-        if (src := compiled.object_source(obj)) is not None:
-            by_source.setdefault(src, obj)
-    return {s: by_source[s] for s in sources if s in by_source}
+def _cores() -> int:
+    """The CPUs this process may run on (a container's cpuset)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

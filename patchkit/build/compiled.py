@@ -39,6 +39,11 @@ class Inputs(set):
         super().__init__(files)
         self.bdir, self.tree, self.generated = bdir, tree, generated
 
+    def at(self, bdir: Path, tree: Path) -> Inputs:
+        """The same inputs, their generated files read in another build of the same configuration (a variant's
+        own folder: patchkit.build.build_variants with a pool)."""
+        return Inputs(set(self), bdir=bdir, tree=tree, generated=self.generated)
+
 
 def compiled_inputs(bdir: Path, tree: Path, targets: tuple[str, ...], env: dict[str, str] | None = None) -> set[str]:
     """Every file (relative to the source tree) that an object of `targets` in the build in `bdir` was

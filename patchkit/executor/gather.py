@@ -3,7 +3,8 @@
 A target that brought no finished run back (its node was lost, or the run stopped before its folder
 was made) still gets a run folder, so that the merged report shows it: every step it was to run is
 NOT_RUN with the reason ("node lost (NodeDiedError: ...)"). Where the node wrote into this very work
-folder (two nodes of one machine), the steps it finished before it was lost are kept. The fields the
+folder (two nodes of one machine), the steps it finished before it was lost are kept (and an env.json it had
+not written yet is made as for a folder it never made). The fields the
 report's merge check compares (base, patches, build options) are those of a finished target's run,
 so that a lost target never makes the merge refuse.
 """
@@ -69,6 +70,8 @@ def not_run(ctx: Context, job: Job, reason: str, *, like: Path | None) -> Path:
     made from `like` (a finished target's run) or the recipe where the node left nothing here."""
     dest = ctx.ws.runs(ctx.recipe.name) / job.run_id
     bundle = _open(dest) if (dest / "results.json").is_file() else _create(ctx, job, like)
+    if not (dest / "env.json").is_file():  # its node made the folder and was lost before it wrote env.json
+        write_json(dest / "env.json", _compared(ctx, job, like)[1])
     with bundle:
         build = f"build:{job.opts.build.config}"
         if bundle.step(build) is None:
@@ -94,20 +97,25 @@ def _open(dest: Path) -> Bundle:
             time.sleep(1)
 
 
-def _create(ctx: Context, job: Job, like: Path | None) -> Bundle:
-    """A new run folder for a target that left nothing here; its compared fields from `like`."""
-    if like is not None:
-        data = read_json(like / "results.json")
-        env = read_json(like / "env.json") if (like / "env.json").is_file() else {}
-        meta = {k: data[k] for k in COMPARED_META if isinstance(data, dict) and k in data}
-        env = {k: env[k] for k in COMPARED_ENV if isinstance(env, dict) and k in env}
-    else:
+def _compared(ctx: Context, job: Job, like: Path | None) -> tuple[dict, dict]:
+    """(results.json's, env.json's) fields the merge check compares: `like`'s (a finished target's run), else
+    what the recipe and the job say (no machine was seen: no env)."""
+    if like is None:
         meta = {
             "recipe_info": pipeline.recipe_info(ctx.recipe),
             "backend": job.opts.build.backend,
             "archs": list(job.opts.build.archs),
         }
-        env = {}
+        return meta, {}
+    data = read_json(like / "results.json")
+    env = read_json(like / "env.json") if (like / "env.json").is_file() else {}
+    meta = {k: data[k] for k in COMPARED_META if isinstance(data, dict) and k in data}
+    return meta, {k: env[k] for k in COMPARED_ENV if isinstance(env, dict) and k in env}
+
+
+def _create(ctx: Context, job: Job, like: Path | None) -> Bundle:
+    """A new run folder for a target that left nothing here; its compared fields from `like`."""
+    meta, env = _compared(ctx, job, like)
     b = Bundle.create(ctx.ws.runs(ctx.recipe.name), recipe=ctx.recipe.name, run_id=job.run_id, meta=meta)
     write_json(b.path / "env.json", env)  # no machine: none was seen
     return b

@@ -1,7 +1,8 @@
 """CPU work beside GPU work: the build lane and the CPU steps.
 
-One thread builds the variants one after the other (base first) and hands each to the GPU lane as soon
-as it is built, then records the `build:<config>` step. Another runs the CPU steps (compile checks for
+One thread builds the variants, base first, then the others one after the other or, with a build pool
+(`--build-pool`), at once (patchkit.build.build_variants), and hands each to the GPU lane as soon as it is
+built, then records the `build:<config>` step. Another runs the CPU steps (compile checks for
 other arches) from the start, at the lowest CPU priority (nice 19): they take the cores the builds and
 the GPU steps leave idle and never slow a build. While a step that times kernels runs, the CPU steps and
 the other GPU steps are held (patchkit.proc.held). With `overlap=False` the GPU lane starts only when
@@ -127,27 +128,35 @@ class BuildLane:
     def _build_each(self, name: str, started: str) -> None:
         b, ctx = self.opts.build, self.ctx
         t0 = time.monotonic()
-        results, inputs = [], None
-        for i, st in enumerate(self.states):
-            r = build_mod.build_variants(ctx.recipe, self.base, ctx.ws, [st], b, logs=self.bundle.raw)[0]
-            results.append(r)
-            if i == 0:
-                self._record_isa()
+        first = self.states[0] if self.states else None
+        base_inputs: list[compiled.Inputs] = []
+
+        def built(r: build_mod.BuildResult, tree: Path, bdir: Path) -> None:
+            """Each variant as it is built (the first before any other starts; the others maybe at once)."""
             why = ""
-            if i == 0 and st.name == "base" and len(self.states) > 1:
-                root = build_mod.build_root(ctx.ws, ctx.recipe, b)
-                env = build_mod.toolchain(b).env
-                inputs = compiled.compiled_inputs(root / "build", root / "tree", b.targets, env)
-            elif inputs:
-                tree = ctx.ws.variants(ctx.recipe.name) / "base"
-                changed = compiled.changed_files(tree, self.states[0].head, st.head)
-                layout = compiled.added_or_removed(tree, self.states[0].head, st.head)
+            assert first is not None  # told of the states' builds only
+            if r.variant == first.name:
+                self._record_isa()
+                if first.name == "base" and len(self.states) > 1:
+                    env = build_mod.toolchain(b).env
+                    base_inputs.append(compiled.compiled_inputs(bdir, tree, b.targets, env))
+            elif base_inputs and base_inputs[0]:
+                st = next(s for s in self.states if s.name == r.variant)
+                here = base_inputs[0]  # its generated files compared where this variant was built
+                inputs = here.at(bdir, tree) if isinstance(here, compiled.Inputs) else here
+                tree0 = ctx.ws.variants(ctx.recipe.name) / "base"
+                changed = compiled.changed_files(tree0, first.head, st.head)
+                layout = compiled.added_or_removed(tree0, first.head, st.head)
                 why = compiled.same_code_reason(changed, inputs, b.config, layout)
             with self._cond:
                 self._built.append(Bins(variant=r.variant, dir=Path(r.bin_dir), key=r.key))
                 if why:
                     self._same[r.variant] = why
                 self._cond.notify_all()
+
+        results = build_mod.build_variants(
+            ctx.recipe, self.base, ctx.ws, self.states, b, logs=self.bundle.raw, on_built=built
+        )
         prev = self.bundle.step(name)
         keys = [v.key for v in BuildData.from_step(prev).variants or []] if prev is not None else []
         if prev is None or prev.status != Status.OK or keys != [r.key for r in results]:  # issue 29: other code
@@ -172,10 +181,12 @@ class BuildLane:
         fresh = [r for r in results if not r.reused]
         key = b.key_material()
         logs = [bundle.rel(Path(r.log)) for r in fresh if Path(r.log).is_relative_to(bundle.path)]
+        # the variants' seconds one after another; built at once (a pool), the builds' wall time
+        pooled = b.pool > 1 and sum(r.variant != results[0].variant for r in fresh) > 1
         step = Step(
             name=name,
             status=Status.OK,
-            seconds=round(sum(r.seconds for r in fresh), 1),
+            seconds=round(time.monotonic() - t0 if pooled else sum(r.seconds for r in fresh), 1),
             started=started,
             resource="cpu",
             logs=logs,
@@ -204,9 +215,10 @@ class BuildLane:
                 raise self._error
 
     def all(self) -> list[Bins]:
-        """Every built variant (waits for the builds)."""
+        """Every built variant, in the states' order (waits for the builds)."""
         self._wait(lambda: False)
-        return list(self._built)
+        order = [s.name for s in self.states]
+        return sorted(self._built, key=lambda b: order.index(b.variant) if b.variant in order else len(order))
 
     def same_code(self) -> dict[str, str]:
         """variant -> why it compiles to base's code (waits for the builds); {} with measure_same_code."""

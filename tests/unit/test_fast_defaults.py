@@ -25,14 +25,16 @@ def _resolve(argv: list[str], machine: Machine, environ: dict | None = None):
 def test_the_h200_defaults_are_the_flags_the_examples_used():
     _, plain = _resolve(["--arch", "90", "--check-arch", "89"], H200)
     flags = ["--test-variant", "base", "--test-variant", "+0001+0002", "--test-procs", "2", "--test-jobs", "16"]
-    _, asked = _resolve(["--arch", "90", "--check-arch", "89", *flags, "-j", "16"], H200)
+    _, asked = _resolve(["--arch", "90", "--check-arch", "89", *flags, "-j", "16", "--build-pool", "4"], H200)
     assert (plain.build.jobs, plain.test.procs, plain.test.jobs) == (16, 2, 16)
+    assert (plain.build.pool, asked.build.pool) == (1, 4)  # one after another until a GPU machine measures it
     assert (asked.build.jobs, asked.test.procs, asked.test.jobs) == (16, 2, 16)
     assert plain.test.variants == asked.test.variants == ("base", "+0001+0002")
     # what chose them: the machine for the defaults, the command line for the flags
     src = {o: why for o, _, why in plain.sources}
     assert src["-j"] == src["--test-jobs"] == "16 cores"
     assert src["--test-procs"].startswith("1 CUDA device(s)")
+    assert src["--build-pool"] == "one at a time (--build-pool N: not yet measured on a GPU machine)"
     assert all(why == "command line" for _, _, why in asked.sources)
     assert plain.test.jobs_default and plain.test.default_variants
     assert not asked.test.jobs_default and not asked.test.default_variants
@@ -51,6 +53,7 @@ def test_the_environment_and_the_command_line_win_and_say_so():
 def test_cpu_and_gpu_less_machines_keep_the_old_behaviour():
     _, cpu = _resolve(["--backend", "cpu"], Machine(cores=2, gpus=0))
     assert (cpu.build.jobs, cpu.test.procs, cpu.test.jobs) == (0, 1, 0)  # ninja's -j: the 2-core CPU run
+    assert cpu.build.pool == 1  # one variant build after another: two at once were slower on 2 cores
     _, build_only = _resolve(["--arch", "90"], Machine(cores=2, gpus=0))
     assert (build_only.build.jobs, build_only.test.procs, build_only.test.jobs) == (2, 1, 0)
 

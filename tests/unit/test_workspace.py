@@ -1,5 +1,11 @@
+import contextlib
+import io
 import json
 import os
+import signal
+import subprocess
+import sys
+import time as _time
 from pathlib import Path
 
 import pytest
@@ -33,9 +39,6 @@ def test_two_processes_never_time_at_once(tmp_path):
     """issue 34: two `patchkit run`s on one machine timed kernels at the same time, with no lock or warning.
     Two real processes take the machine-wide timing lock: the second waits (saying for whom), and their
     timed spans do not overlap; the lock writes no file."""
-    import subprocess
-    import sys
-    import time as _time
     import uuid
 
     from patchkit.measure.kernel import timing_lock
@@ -68,3 +71,71 @@ def test_two_processes_never_time_at_once(tmp_path):
     t0 = _time.monotonic()
     again = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert again.stdout.startswith("start") and _time.monotonic() - t0 < 30
+
+
+def _refused(ws: Workspace, target: Path, *, shared: bool = False) -> str:
+    """The LockError's text where `target` cannot be locked now ('' where it can)."""
+    try:
+        with ws.lock(target, shared=shared):
+            return ""
+    except LockError as e:
+        return str(e)
+
+
+def test_readers_of_a_folder_share_it_and_a_writer_is_alone(tmp_path):
+    """The build root's lock (patchkit.build.build_variants): runs that only reuse finished builds read at once;
+    a build (the writer) is refused beside a reader, naming it, and a reader beside a build."""
+    ws = Workspace.at(tmp_path / "w")
+    target = ws.builds("r", "cpu")
+    me = f"patchkit pid {os.getpid()}"
+    with ws.lock(target, shared=True), ws.lock(target, shared=True):  # two readers at once ...
+        assert f"in use by {me} (reading) (lock " in _refused(ws, target)  # ... and no writer beside them
+    with ws.lock(target):  # both let go: the writer takes it, and no reader is let in beside it
+        assert f"in use by {me} (lock " in _refused(ws, target, shared=True)
+    with ws.lock(target, shared=True):  # the writer let go (and its file names no one now)
+        pass
+
+
+def test_a_reader_waits_for_a_live_writer_and_not_for_a_dead_one(tmp_path):
+    """A reader with wait=True waits for a writer in another process, saying once for whom, and takes the folder
+    as soon as the writer lets go; a writer killed with SIGKILL holds nothing (flock: the kernel lets go), so a
+    reader after it is not kept waiting, and a dead holder's pid is never named."""
+    ws = Workspace.at(tmp_path / "w")
+    target = ws.builds("r", "cpu")
+    code = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from patchkit.workspace import Workspace\n"
+        "ws = Workspace.at(sys.argv[1])\n"
+        "with ws.lock(ws.builds('r', 'cpu')):\n"
+        "    print('held', flush=True)\n"
+        "    time.sleep(float(sys.argv[2]))\n"
+        "    print('end', time.time(), flush=True)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+
+    def writer(seconds: float) -> subprocess.Popen:
+        p = subprocess.Popen(
+            [sys.executable, "-c", code, str(ws.root), str(seconds)], stdout=subprocess.PIPE, text=True, env=env
+        )
+        assert p.stdout.readline() == "held\n"
+        return p
+
+    w = writer(1.0)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), ws.lock(target, shared=True, wait=True, poll_s=0.05):
+        taken = _time.time()
+    rest, _ = w.communicate(timeout=60)
+    lock = ws.root / "locks" / "builds_r_cpu.lock"
+    assert out.getvalue() == f"{target}: waiting for patchkit pid {w.pid}, which writes it (lock {lock})\n"
+    assert taken >= float(rest.split()[-1])  # only once the writer let go
+    w = writer(600)
+    os.kill(w.pid, signal.SIGKILL)
+    w.wait(timeout=60)
+    out = io.StringIO()
+    t0 = _time.monotonic()
+    with contextlib.redirect_stdout(out), ws.lock(target, shared=True, wait=True, poll_s=0.05):
+        pass
+    assert out.getvalue() == "" and _time.monotonic() - t0 < 5  # nothing to wait for
+    with ws.lock(target, shared=True):  # the dead writer's pid, left in the file, is not named
+        assert f"in use by patchkit pid {os.getpid()} (reading) (lock " in _refused(ws, target)
