@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from patchkit.measure.numerics import NumericsData
 from patchkit.results.data.decode import DecodeData
-from patchkit.results.data.numerics import NumericsData
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "cpu-fa-gemm-revert"
