@@ -604,7 +604,8 @@ OPTIONS: tuple[Option, ...] = (
     ),
     _o(
         "numerics.n_predict",
-        "tokens generated",
+        "numerics: tokens generated a prompt (default: recipe)",
+        "--numerics-n-predict",
         recipe="numerics.n_predict",
         key=_NUM + "n-predict",
         default=64,
@@ -620,7 +621,8 @@ OPTIONS: tuple[Option, ...] = (
     ),
     _o(
         "numerics.kl_chunks",
-        "perplexity --chunks of the KL divergence",
+        "numerics: llama-perplexity --chunks of the KL divergence (default: recipe)",
+        "--kl-chunks",
         recipe="numerics.kl_chunks",
         key=_NUM + "kl-chunks",
         default=4,
@@ -664,5 +666,5 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "decode.real_n_gen",
     ),
     "decode_model": ("decode.rounds", "decode.model"),
-    "numerics": ("numerics.depths", "model.package", "model.path"),
+    "numerics": ("numerics.depths", "numerics.n_predict", "numerics.kl_chunks", "model.package", "model.path"),
 }
