@@ -119,7 +119,10 @@ def _cleanup(pids) -> None:
 def test_a_kill_9_of_patchkit_reaches_the_commands_ninja_started(tmp_path, how):
     """kill -9 of patchkit's process group (or of patchkit alone, or while the lane is held): Ninja's
     commands die with it and never write their output (on the old code they wrote it seconds later)."""
-    rules = SLOW.format(s=4) + "build a.out: slow\nbuild b.out: slow\n"
+    # each command runs 30 s unless killed: the kill ends it long before (the test waits 2 s for its groups to
+    # go), and a hold taken late on a loaded machine (the unit tier runs a process per core) still finds both
+    # running (with 4 s, a command ended before the hold once: "not within 10 s", 2026-12-05)
+    rules = SLOW.format(s=30) + "build a.out: slow\nbuild b.out: slow\n"
     driver = _drive(tmp_path, "held" if how == "held" else "run", rules, 2)
     pidfiles = [tmp_path / "b" / f"{x}.out.pid" for x in "ab"]
     shells: list[int] = []
