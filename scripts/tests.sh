@@ -3,7 +3,7 @@
 #   unit         tests/unit: no builds, no downloads; one process per core (pytest-xdist: -n auto); stops at
 #                the first failure (-x)
 #   integration  tests/integration but those marked slow: the real sdist, real CMake/Ninja builds of the
-#                CPU backend, nvcc compile checks, a Ray cluster on 127.0.0.1 (about 20 minutes on 2 cores)
+#                CPU backend, nvcc compile checks, a Ray cluster on 127.0.0.1 (about 13 minutes on 2 cores)
 #   slow         tests/integration marked slow (pyproject's markers say which, docs/measurements.md how long):
 #                a second base's full build, the wheel's own compile, signals during nvcc, the sweep
 # With no argument (as the README and CI run it): unit, then integration, which runs only when unit passed.
