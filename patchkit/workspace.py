@@ -214,7 +214,7 @@ def _home_from(path: Path, top: str) -> str:
     return str(Path(*parts[: parts.index(top)])) if top in parts[1:] else str(path)
 
 
-def take_lock(path: Path, *, wait: bool = False, shared: bool = False) -> tuple[int | None, str]:
+def take_lock(path: Path, *, shared: bool = False) -> tuple[int | None, str]:
     """A flock on the file `path` (made if missing): exclusive, our pid written in it, or (`shared`) a
     reader's, our pid added on a line of its own: (fd, "") where taken (release_lock, or closing fd,
     releases it; it is released at exit too, however the process ends), (None, who) where another holds it
@@ -222,7 +222,7 @@ def take_lock(path: Path, *, wait: bool = False, shared: bool = False) -> tuple[
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
-        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if wait else fcntl.LOCK_NB))
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
         return None, _holders(path.read_text(encoding="utf-8", errors="replace"))

@@ -59,8 +59,8 @@ def timing_kinds() -> tuple[str, ...]:
 
 def _timing(sp: list[Span]) -> list[Span]:
     """The spans of steps that time kernels (their kinds' `timing`)."""
-    kinds = timing_kinds()
-    return [t for t in sp if any(t.name == k or t.name.startswith(k + ":") for k in kinds)]
+    kinds = [k for k in registry.runners() if k.timing]
+    return [t for t in sp if any(k.owns(t.name) for k in kinds)]
 
 
 def _builds_end(sp: list[Span]) -> float | None:

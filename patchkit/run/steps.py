@@ -13,26 +13,25 @@ like a step but is not in this table because every step needs it.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 
 from patchkit import registry
 from patchkit.errors import OptionError
 from patchkit.measure.kind import ImportSpec, Resource, StepKind
 from patchkit.options import RunOptions
 from patchkit.recipe import Recipe, _hint
+from patchkit.report.sections import sections
 
 __all__ = ["STEPS", "ImportSpec", "Resource", "StepKind"]
 
 
-def _paired(names: tuple[str, ...]) -> tuple[StepKind, ...]:
-    """Each registered kind's runner declaration with its report module's SECTION."""
-    return tuple(
-        dataclasses.replace(step, report=importlib.import_module(f"patchkit.report.{n}").SECTION)
-        for n, step in zip(names, registry.runners(), strict=True)
-    )
+def _paired() -> tuple[StepKind, ...]:
+    """Each registered kind's runner declaration with its report section (the report's own table of them,
+    patchkit.report.sections, made from the same registry: a kind whose report module has no SECTION of its
+    name fails here)."""
+    return tuple(dataclasses.replace(step, report=sections()[step.name]) for step in registry.runners())
 
 
-STEPS: tuple[StepKind, ...] = _paired(registry.KINDS)
+STEPS: tuple[StepKind, ...] = _paired()
 BY_NAME = {k.name: k for k in STEPS}
 IMPORT_TOOLS = {k.imports.tool: k for k in STEPS if k.imports}
 
