@@ -610,6 +610,8 @@ OPTIONS: tuple[Option, ...] = (
         key=_NUM + "n-predict",
         default=64,
         type="int",
+        minimum=1,
+        arg_type="positive",
     ),
     _o(
         "numerics.kl_ctx",
@@ -618,6 +620,7 @@ OPTIONS: tuple[Option, ...] = (
         key=_NUM + "kl-ctx",
         default=512,
         type="int",
+        minimum=1,
     ),
     _o(
         "numerics.kl_chunks",
@@ -627,6 +630,8 @@ OPTIONS: tuple[Option, ...] = (
         key=_NUM + "kl-chunks",
         default=4,
         type="int",
+        minimum=1,
+        arg_type="positive",
     ),
 )
 

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# One lease, one job (it superseded issue 27's device-i27.sh, which ran the cold and warm runs alone) (run through scripts/device.sh from the job's copy outside the tree): issue 27's cold
-# run of the README's GPU command exactly as written (issue 26's step inside it), issue 28's second recipe
-# on the H200, then issue 27's warm loop (0002's (256,256,8) row edited in the job's copy, then --changed).
-# `--offline`: the machine has no network (the carried cache holds both bases); `--run` names the folder.
+# One lease, one job (run through scripts/device.sh from the job's copy outside the tree): the README's GPU
+# command exactly as written (cold), issue 37's fill A/B (scripts/device-fill-ab.sh: does
+# GGML_TEST_PERF_FILL=fast change what is timed, and what does it save), then the warm loop (0002's
+# (256,256,8) row edited in the job's copy, then --changed), then the manual loop (issue 37's anchor).
+# `--offline`: the machine has no network (the carried cache holds the base); `--run` names the folder.
 set -ux
 cd "$(dirname "$0")/.."
 python3 -m patchkit run --arch 90 --check-arch 89 --offline --run cold
 echo "cold exit $?"
+bash scripts/device-fill-ab.sh cold 4
+echo "fill a/b exit $?"
 sed -i 's/^+    GGML_CUDA_FATTN_MMA_CONFIG_CASE(256, 256,  8,  64, 4,  32, 128, 128, 128, 2, true);/+    GGML_CUDA_FATTN_MMA_CONFIG_CASE(256, 256,  8,  64, 4,  32, 128, 128, 128, 1, true);/' \
     patches/0002-cuda-fattn-mma-hs256-8col-nbatch-fa-32.patch
 test "$(grep -c '128, 128, 128, 1, true' patches/0002-cuda-fattn-mma-hs256-8col-nbatch-fa-32.patch)" = 1 || { echo "row edit did not apply"; exit 3; }

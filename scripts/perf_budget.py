@@ -8,6 +8,12 @@ Per case size, the time between a case's test_time and the previous case's (1 s 
 over every process) minus its timed time estimates its set-up. The first case of a process has no
 previous one: its set-up is counted with the process start.
 
+Where the processes ran with GGML_TEST_PERF_PHASES=1 (patches/local/0006; patchkit's kernel timing sets it),
+their stderr logs hold each case's phases in microseconds, and a second part says exactly where the process
+seconds went: device init (process start to the first case), between cases (freeing, skipped cases' graphs),
+allocation, initialize_tensors (the fill), the warmup compute, the rest of the set-up, the timed time, the
+timed loop's untimed rest, and the process's end (wall time after the last case).
+
     python3 scripts/perf_budget.py examples/h200            # raw/perf-r*-*.log
     python3 scripts/perf_budget.py RUN --markdown
 """
@@ -39,6 +45,7 @@ class Process:
     log: str
     wall_s: float
     cases: tuple[Case, ...]
+    phases: tuple[dict[str, int], ...] = ()  # the stderr log's "perf-phases:" lines (microseconds), in order
 
     @property
     def timed_s(self) -> float:
@@ -60,7 +67,79 @@ def read_process(log: Path) -> Process:
         for r in recs
         if r.supported is not False
     )
-    return Process(log=log.name, wall_s=raw.seconds, cases=cases)
+    return Process(log=log.name, wall_s=raw.seconds, cases=cases, phases=read_phases(log))
+
+
+PHASE_RE = re.compile(r"^perf-phases: ((?:\w+=-?\d+ )+)case=", re.M)
+
+
+def read_phases(log: Path) -> tuple[dict[str, int], ...]:
+    """The "perf-phases:" lines of a process's stderr log (perf-r1-base.stderr.log), each as {name: us}."""
+    err = log.with_name(log.name.removesuffix(".log") + ".stderr.log")
+    if not err.is_file():
+        return ()
+    text = err.read_text(errors="replace")
+    return tuple({k: int(v) for k, v in (kv.split("=") for kv in m.group(1).split())} for m in PHASE_RE.finditer(text))
+
+
+PHASES = (
+    ("device init (process start to the first case)", "start"),
+    ("between cases (freeing, skipped cases' graphs)", "between"),
+    ("allocation", "alloc"),
+    ("initialize_tensors (fill)", "init"),
+    ("warmup compute", "warmup"),
+    ("rest of the set-up (graph, runs)", "other"),
+    ("timed", "timed"),
+    ("timed loop, untimed rest", "loop_rest"),
+    ("process end (after the last case)", "end"),
+)
+
+
+def phase_sums(p: Process) -> dict[str, float]:
+    """Seconds of each of PHASES in one process (its phase lines and its wall time)."""
+    ph = p.phases
+    out = dict.fromkeys((k for _, k in PHASES), 0.0)
+    out["start"] = ph[0]["gap"] / 1e6
+    out["between"] = sum(x["gap"] for x in ph[1:]) / 1e6
+    for x in ph:
+        out["alloc"] += x["alloc"] / 1e6
+        out["init"] += x["init"] / 1e6
+        out["warmup"] += x["warmup"] / 1e6
+        out["other"] += (x["total"] - x["alloc"] - x["init"] - x["warmup"] - x["loop"]) / 1e6
+        out["timed"] += x["timed"] / 1e6
+        out["loop_rest"] += (x["loop"] - x["timed"]) / 1e6
+    out["end"] = p.wall_s - sum(x["gap"] + x["total"] for x in ph) / 1e6
+    return out
+
+
+def render_phases(procs: list[Process], md: bool) -> str:
+    """Where the processes' seconds went, from their phase lines (only processes that have them)."""
+    withp = [p for p in procs if p.phases]
+    if not withp:
+        return ""
+    sums = dict.fromkeys((k for _, k in PHASES), 0.0)
+    for p in withp:
+        for k, v in phase_sums(p).items():
+            sums[k] += v
+    wall = sum(p.wall_s for p in withp)
+    rows = [[what, f"{sums[k]:.1f}", f"{100 * sums[k] / wall:.0f} %"] for what, k in PHASES]
+    rows.append([f"all ({len(withp)} processes)", f"{wall:.1f}", "100 %"])
+    inits: dict[str, list[float]] = defaultdict(list)
+    for p in withp:
+        for x, c in zip(p.phases, p.cases):
+            inits[size_of(c.params)].append(x["init"] / 1e6)
+    sizes = [
+        [k, str(len(v)), f"{sum(v) / len(v):.2f}", f"{max(v):.2f}"]
+        for k, v in sorted(inits.items(), key=lambda kv: _size_key(kv[0]))
+    ]
+    return "\n".join(
+        [
+            "phases (GGML_TEST_PERF_PHASES):",
+            *_table(["where", "s", "of wall"], rows, md),
+            "",
+            *_table(["case size", "count", "init s (mean)", "init s (max)"], sizes, md),
+        ]
+    )
 
 
 def size_of(params: str) -> str:
@@ -151,6 +230,9 @@ def main(argv: list[str] | None = None) -> int:
         print(e, file=sys.stderr)
         return 2
     print(render(procs, a.markdown))
+    phases = render_phases(procs, a.markdown)
+    if phases:
+        print("\n" + phases)
     return 0
 
 

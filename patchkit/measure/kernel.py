@@ -38,6 +38,10 @@ from patchkit.results.data.kernel import (
 from patchkit.workspace import machine_lock
 
 MIN_US_ENV = "GGML_TEST_PERF_MIN_US"  # patches/local/0002: the timed time of each case per process
+# set for every timing process (a binary without the local patches ignores them): patches/local/0006 prints each
+# case's set-up and timed seconds to stderr ("perf-phases:", read by scripts/perf_budget.py), 0007 fills tensors
+# faster (perf mode only; the timed loop is unchanged)
+PERF_ENV = {"GGML_TEST_PERF_PHASES": "1", "GGML_TEST_PERF_FILL": "fast"}
 
 # why a case stopped
 SETTLED, MAX_ROUNDS, MAX_SECONDS = "settled", "max_rounds", "max_seconds"
@@ -171,7 +175,7 @@ class _Rounds:
             name,
             argv,
             timeout=self.timeout,
-            env={MIN_US_ENV: str(self.timing.min_us)},
+            env={MIN_US_ENV: str(self.timing.min_us), **PERF_ENV},
             separate_stderr=True,
         )
         self.logs.append(self.bundle.rel(path))

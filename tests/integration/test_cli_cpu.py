@@ -6,10 +6,12 @@ three variants of the default recipe (about 3.5 minutes on 2 cores); the others 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -97,6 +99,7 @@ def test_run_end_to_end_and_report(cpu_build, work, cli):
     assert k["status"] == "ok" and k["data"]["labels"] == ["base", "+0001", "+0001+0002", "base#2"]
     [case] = k["data"]["cases"]
     assert all(len(case["variants"][lab]["samples_us"]) == 3 for lab in k["data"]["labels"])
+    _phases_of_every_timing_process(run, case)
     assert steps["bench:path"]["status"] == "not_run" and "CUDA" in steps["bench:path"]["reason"]
     assert steps["bench:occupancy"]["status"] == "not_run" and "CUDA" in steps["bench:occupancy"]["reason"]
     d = steps["bench:decode"]
@@ -158,6 +161,25 @@ def test_run_end_to_end_and_report(cpu_build, work, cli):
     assert len(other.stderr.strip().splitlines()) == 1
     # upstream's own compare-llama-bench.py reads both databases of this CPU run as they are
     _upstream_compare(run, work)
+
+
+def _phases_of_every_timing_process(run: Path, case: dict) -> None:
+    """Issue 37 item 4: each timing process prints where its seconds went (patches/local/0006), read by
+    scripts/perf_budget.py; its timed time is the one the sql record gives (avg_time_us * n_runs)."""
+    spec = importlib.util.spec_from_file_location("perf_budget", ROOT / "scripts" / "perf_budget.py")
+    budget = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = budget  # its dataclasses look their module up
+    spec.loader.exec_module(budget)
+    logs = [p for p in sorted((run / "raw").glob("perf-r*-*.log")) if not p.name.endswith(".stderr.log")]
+    assert len(logs) == 3 * 4
+    for log in logs:
+        proc = budget.read_process(log)
+        assert len(proc.phases) == len(proc.cases) == 1, log
+        sums = budget.phase_sums(proc)
+        assert abs(sums["timed"] - proc.timed_s) < 1e-3 * max(1.0, proc.timed_s), (log, sums, proc.timed_s)
+        # the phases fit in the process's wall time (its raw log's, 0.1 s resolution): "end" is what is left
+        assert sums["init"] > 0 and sums["start"] > 0 and all(v > -0.06 for v in sums.values()), (log, sums)
+    assert "initialize_tensors (fill)" in budget.render_phases([budget.read_process(x) for x in logs], md=False)
 
 
 def _upstream_compare(run: Path, work) -> None:

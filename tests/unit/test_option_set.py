@@ -126,3 +126,13 @@ def test_the_parser_is_generated_from_the_declarations():
     assert opts.build.cmake_options[-1] == "-DX=1"
     with pytest.raises(SystemExit):
         p.parse_args(["run", "--kernel-max-rounds", "0"])  # the declared argument type: at least 1
+
+
+@pytest.mark.parametrize("flag", ["--numerics-n-predict", "--kl-chunks"])
+def test_numerics_counts_of_zero_are_refused_by_the_parser(flag, capsys):
+    """`--numerics-n-predict 0` generated nothing to compare and was taken (faults.md); --kl-chunks 0 likewise."""
+    with pytest.raises(SystemExit) as e:
+        make_parser().parse_args(["run", flag, "0"])
+    assert e.value.code == 2 and f"argument {flag}: '0': expected a whole number of at least 1" in capsys.readouterr().err
+    [o] = [o for o in OPTIONS if flag in (o.flags or ())]
+    assert o.minimum == 1 and o.recipe  # the recipe's key is checked against the same declared minimum
