@@ -133,6 +133,7 @@ def test_numerics_counts_of_zero_are_refused_by_the_parser(flag, capsys):
     """`--numerics-n-predict 0` generated nothing to compare and was taken (faults.md); --kl-chunks 0 likewise."""
     with pytest.raises(SystemExit) as e:
         make_parser().parse_args(["run", flag, "0"])
-    assert e.value.code == 2 and f"argument {flag}: '0': expected a whole number of at least 1" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and f"argument {flag}: '0': expected a whole number of at least 1" in err
     [o] = [o for o in OPTIONS if flag in (o.flags or ())]
     assert o.minimum == 1 and o.recipe  # the recipe's key is checked against the same declared minimum
