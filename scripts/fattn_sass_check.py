@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Prove that splitting the FA MMA instance units per head size changes no kernel (patches/local/0005).
+
+    python3 scripts/fattn_sass_check.py --tree TREE --build BUILD --cuobjdump CUOBJDUMP --out DIR \
+        [--units ncols1_8-ncols2_1,ncols1_2-ncols2_4] [--dkq all|256] [-j N]
+
+TREE: a llama.cpp tree holding the split units (`...-ncols1_A-ncols2_B-dkq_D.cu`) and git history;
+BUILD: a CUDA build folder configured by CMake (its compile_commands.json, else `ninja -t compdb`: the Ninja
+flags of the FA MMA instance units are used as they are, only the source and object changed). The unsplit
+originals are read with git from the parent of the commit that added the split files (`git log --diff-filter=A`),
+written
+to DIR/unsplit/ and compiled with an extra `-I TREE/.../template-instances` (their `#include
+"../fattn-mma-f16.cuh"` finds the tree's header, the same one the split parts include). Each unit is
+compiled to an object (its fatbin holds the cubin) under /usr/bin/time; `cuobjdump -sass` of each object
+is cut into functions, and for each unsplit unit its functions are compared, name and SASS text (every
+instruction and its encoding), with those of its split parts (`--dkq all`: every part, which must hold
+exactly the same functions; `--dkq 256`: the hs256 part, whose functions must be the unsplit unit's of
+head size 256, identical). DIR/summary.txt: one line per unit and the verdict; DIR/times.tsv: the CPU
+seconds (user+sys) and wall seconds of each compile; exit 1 if any kernel differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shlex
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+INST = "ggml/src/ggml-cuda/template-instances"
+PART = re.compile(r"fattn-mma-f16-instance-(ncols1_\d+-ncols2_\d+)-dkq_(\d+)\.cu")
+FUNC = re.compile(r"^\s*Function : (\S+)\s*$")
+
+
+def sh(*args: str, cwd: Path | None = None) -> str:
+    return subprocess.run(args, cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+def template_command(build: Path, tree: Path) -> tuple[list[str], str, str, str]:
+    """The Ninja command of an FA MMA instance unit: (argv, its directory, its source, its object), the
+    configured source folder's paths in it made TREE's (where the build was configured from another tree)."""
+    home = re.search(r"^CMAKE_HOME_DIRECTORY:INTERNAL=(.*)$", (build / "CMakeCache.txt").read_text(), re.M)[1]
+    db = build / "compile_commands.json"
+    text = db.read_text() if db.is_file() else sh("ninja", "-C", str(build), "-t", "compdb")
+    for e in json.loads(text):
+        if "/fattn-mma-f16-instance-" in e["file"]:
+            argv = [a.replace(home.rstrip("/") + "/", f"{tree}/") for a in shlex.split(e["command"])]
+            return (
+                argv,
+                e["directory"],
+                e["file"].replace(home.rstrip("/") + "/", f"{tree}/"),
+                argv[argv.index("-o") + 1],
+            )
+    raise SystemExit(f"fattn_sass_check: {build}: no FA MMA instance unit in its compile commands")
+
+
+def compile_one(cmd: tuple, src: Path, obj: Path, extra: list[str]) -> tuple[float, float]:
+    """Compile `src` to `obj` with the Ninja command; (user+sys, wall) seconds of /usr/bin/time."""
+    argv, cwd, old_src, old_obj = cmd
+    new = [str(src) if a == old_src else str(obj) if a == old_obj else a for a in argv]
+    new[1:1] = extra
+    obj.parent.mkdir(parents=True, exist_ok=True)
+    tfile = obj.with_suffix(".time")
+    r = subprocess.run(["/usr/bin/time", "-f", "%U %S %e", "-o", str(tfile), *new], cwd=cwd, capture_output=True)
+    if r.returncode:
+        raise SystemExit(f"fattn_sass_check: compile of {src} failed:\n{r.stderr.decode()[-2000:]}")
+    u, s, e = map(float, tfile.read_text().split()[-3:])
+    return u + s, e
+
+
+def functions(cuobjdump: str, obj: Path) -> dict[str, str]:
+    """`cuobjdump -sass` of the object, by function: name -> its SASS text."""
+    out: dict[str, list[str]] = {}
+    cur: list[str] | None = None
+    for line in sh(cuobjdump, "-sass", str(obj)).splitlines():
+        m = FUNC.match(line)
+        if m:
+            cur = out.setdefault(m[1], [])
+            continue
+        if cur is not None and line.strip():
+            cur.append(line.strip())
+    return {k: "\n".join(v) for k, v in out.items()}
+
+
+def originals(tree: Path, parts: list[Path], dest: Path) -> dict[str, Path]:
+    """The unsplit units, from the parent of the commit that added the split files: unit -> file in dest."""
+    rel = f"{INST}/{parts[0].name}"
+    added = sh("git", "log", "-1", "--format=%H", "--diff-filter=A", "--", rel, cwd=tree).strip()
+    if not added:
+        raise SystemExit(f"fattn_sass_check: {tree}: no commit adds {rel}")
+    out = {}
+    for unit in sorted({PART.fullmatch(p.name)[1] for p in parts}):
+        name = f"fattn-mma-f16-instance-{unit}.cu"
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        (dest / name).write_text(sh("git", "show", f"{added}^:{INST}/{name}", cwd=tree))
+        out[unit] = dest / name
+    return out
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tree", type=Path, required=True)
+    ap.add_argument("--build", type=Path, required=True)
+    ap.add_argument("--cuobjdump", default="cuobjdump")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--units", default="ncols1_8-ncols2_1,ncols1_2-ncols2_4")
+    ap.add_argument("--dkq", default="all", help="all, or one head size (the split part compared alone)")
+    ap.add_argument("-j", "--jobs", type=int, default=1)
+    a = ap.parse_args(argv)
+    tree, out = a.tree.resolve(), a.out.resolve()
+    wanted = a.units.split(",")
+    parts = sorted(
+        p
+        for p in (tree / INST).glob("fattn-mma-f16-instance-*-dkq_*.cu")
+        if PART.fullmatch(p.name)[1] in wanted and a.dkq in ("all", PART.fullmatch(p.name)[2])
+    )
+    if {PART.fullmatch(p.name)[1] for p in parts} != set(wanted):
+        raise SystemExit(f"fattn_sass_check: {tree / INST}: no split part of some of {wanted} (dkq {a.dkq})")
+    unsplit = originals(tree, parts, out / "unsplit")
+    cmd = template_command(a.build.resolve(), tree)
+    jobs = [(src, out / "obj" / f"{u}.o", ["-I", str(tree / INST)]) for u, src in unsplit.items()]
+    jobs += [(p, out / "obj" / f"{p.stem}.o", []) for p in parts]
+    with ThreadPoolExecutor(a.jobs) as ex:
+        times = dict(zip([j[1] for j in jobs], ex.map(lambda j: compile_one(cmd, *j), jobs)))
+    lines, bad = [], 0
+    for u in wanted:
+        whole = functions(a.cuobjdump, out / "obj" / f"{u}.o")
+        mine = [p for p in parts if PART.fullmatch(p.name)[1] == u]
+        split: dict[str, str] = {}
+        for p in mine:
+            fs = functions(a.cuobjdump, out / "obj" / f"{p.stem}.o")
+            bad += len(set(fs) & set(split))  # a kernel in two parts
+            split.update(fs)
+        names = set(split) if a.dkq != "all" else set(whole) | set(split)
+        missing = sorted(n for n in names if n not in whole or n not in split)
+        differ = sorted(n for n in names if n in whole and n in split and whole[n] != split[n])
+        bad += len(missing) + len(differ)
+        same = len(names) - len(missing) - len(differ)
+        lines.append(
+            f"{u}: {len(whole)} kernels unsplit, {len(split)} in {len(mine)} split parts (dkq {a.dkq}); "
+            f"{same} identical SASS, {len(differ)} differ, {len(missing)} in one side only"
+        )
+        lines += [f"  differs: {n}" for n in differ] + [f"  one side only: {n}" for n in missing]
+    lines.append("verdict: " + ("every compared kernel's SASS is identical" if not bad else f"{bad} differences"))
+    (out / "summary.txt").write_text("\n".join(lines) + "\n")
+    rows = ["unit\tcpu_s\twall_s"] + [f"{o.stem}\t{c:.2f}\t{w:.2f}" for o, (c, w) in times.items()]
+    (out / "times.tsv").write_text("\n".join(rows) + "\n")
+    print("\n".join(lines))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
