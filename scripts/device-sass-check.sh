@@ -12,6 +12,7 @@ tree=${1:?usage: scripts/device-sass-check.sh TREE BUILD OUT}
 build=${2:?usage: scripts/device-sass-check.sh TREE BUILD OUT}
 out=${3:?usage: scripts/device-sass-check.sh TREE BUILD OUT}
 cuobjdump=${CUOBJDUMP:-/usr/local/cuda-13.0/bin/cuobjdump}
+export PATH="$(dirname "$cuobjdump"):$PATH"  # its nvdisasm
 mkdir -p "$out"
 start=$(date +%s)
 python3 "$(dirname "$0")/fattn_sass_check.py" --tree "$tree" --build "$build" --out "$out" \
