@@ -12,7 +12,8 @@ The unsplit originals are read with git from the parent of the commit that added
 `-I TREE/.../template-instances` (their `#include "../fattn-mma-f16.cuh"` finds the tree's header, the
 same one the split parts include). Each unit is compiled to an object (its fatbin holds the cubin)
 under /usr/bin/time; `cuobjdump -sass` of each object is cut into functions, and for each unsplit unit
-its functions are compared, name and SASS text (every instruction and its encoding), with those of its
+its functions are compared, name and SASS text (every instruction and its encoding; runs of blanks
+as one: cuobjdump pads the columns to the file's longest instruction), with those of its
 split parts (`--dkq all`: every part, which must hold exactly the same functions; `--dkq 256`: the
 hs256 part, whose functions must be the unsplit unit's, identical; a kernel two parts both hold must be
 identical in both). cuobjdump needs nvdisasm on PATH or NVDISASM_PATH. DIR/summary.txt: one line per
@@ -34,6 +35,7 @@ from pathlib import Path
 INST = "ggml/src/ggml-cuda/template-instances"
 PART = re.compile(r"fattn-mma-f16-instance-(ncols1_\d+-ncols2_\d+)-dkq_(\d+)\.cu")
 FUNC = re.compile(r"^\s*Function : (\S+)\s*$")
+RAW: dict[Path, dict[str, str]] = {}  # object -> function -> its SASS before the bank-4 references are named
 REUSE = False  # --reuse: an object compiled before (with its .time) is not compiled again
 
 
@@ -76,8 +78,47 @@ def compile_one(cmd: tuple, src: Path, obj: Path, extra: list[str]) -> tuple[flo
     return u + s, e
 
 
+def slots(cuobjdump: str, obj: Path) -> dict[int, str]:
+    """The unit's table of global addresses (constant bank 4, filled by the linker): offset -> symbol, from
+    the relocations of .nv.constant4 (`cuobjdump -elf`); `__unnamed_N` (numbered per unit) as `__unnamed`."""
+    out, on = {}, False
+    for line in sh(cuobjdump, "-elf", str(obj)).splitlines():
+        if line.startswith(".section .rela.nv.constant4"):
+            on = True
+        elif on and not line.strip():
+            if out:
+                break
+        elif on:
+            off, sym = line.split()[:2]
+            out[int(off, 16)] = re.sub(r"^__unnamed_\d+$", "__unnamed", sym)
+    return out
+
+
+def normalize(lines: list[str], table: dict[int, str]) -> list[str]:
+    """A kernel's SASS with each reference to a bank-4 slot (`c[0x4][0x90]`, or `MOV Rn, 0x78` of a
+    register later used as `c[0x4][Rn]`) written as the slot's symbol, and that instruction's encoding
+    (which holds the offset) left out; every other instruction is kept with its encoding."""
+    regs = set(re.findall(r"c\[0x4\]\[(R\d+)\]", "\n".join(lines)))
+    out: list[str] = []
+    drop_next = False
+    for line in lines:
+        if drop_next and line.startswith("/* 0x"):
+            out.append("/* encoding of a bank-4 reference */")
+            drop_next = False
+            continue
+        new = re.sub(r"c\[0x4\]\[(0x[0-9a-f]+)\]", lambda m: f"c[0x4][{table.get(int(m[1], 16), m[1])}]", line)
+        m = re.match(r"(/\*[0-9a-f]+\*/ MOV (R\d+), )(0x[0-9a-f]+)( ;.*)", new)
+        if m and m[2] in regs:
+            new = m[1] + table.get(int(m[3], 16), m[3]) + m[4]
+        if new != line:
+            new, drop_next = re.sub(r" /\* 0x[0-9a-f]+ \*/$", "", new), True
+        out.append(new)
+    return out
+
+
 def functions(cuobjdump: str, obj: Path) -> dict[str, str]:
-    """`cuobjdump -sass` of the object, by function: name -> its SASS text."""
+    """`cuobjdump -sass` of the object, by function: name -> its SASS text (bank-4 references by symbol)."""
+    table = slots(cuobjdump, obj)
     out: dict[str, list[str]] = {}
     cur: list[str] | None = None
     for line in sh(cuobjdump, "-sass", str(obj)).splitlines():
@@ -86,8 +127,9 @@ def functions(cuobjdump: str, obj: Path) -> dict[str, str]:
             cur = out.setdefault(m[1], [])
             continue
         if cur is not None and line.strip():
-            cur.append(line.strip())
-    return {k: "\n".join(v) for k, v in out.items()}
+            cur.append(" ".join(line.split()))  # the padding between columns is the file's, not the kernel's
+    RAW[obj] = {k: "\n".join(v) for k, v in out.items()}
+    return {k: "\n".join(normalize(v, table)) for k, v in out.items()}
 
 
 def originals(tree: Path, parts: list[Path], dest: Path) -> dict[str, Path]:
@@ -138,8 +180,10 @@ def main(argv: list[str]) -> int:
         whole = functions(a.cuobjdump, out / "obj" / f"{u}.o")
         mine = [p for p in parts if PART.fullmatch(p.name)[1] == u]
         split: dict[str, str] = {}
+        raw_split: dict[str, str] = {}
         for p in mine:
             fs = functions(a.cuobjdump, out / "obj" / f"{p.stem}.o")
+            raw_split.update(RAW[out / "obj" / f"{p.stem}.o"])
             # a template both parts instantiate (flash_attn_combine_results<512>: DV 512 of dkq 512 and 576)
             bad += sum(1 for n in set(fs) & set(split) if fs[n] != split[n])
             split.update(fs)
@@ -148,9 +192,12 @@ def main(argv: list[str]) -> int:
         differ = sorted(n for n in names if n in whole and n in split and whole[n] != split[n])
         bad += len(missing) + len(differ)
         same = len(names) - len(missing) - len(differ)
+        raw = RAW[out / "obj" / f"{u}.o"]
+        slot = sum(1 for n in names if n in whole and whole.get(n) == split.get(n) and raw[n] != raw_split[n])
         lines.append(
             f"{u}: {len(whole)} kernels unsplit, {len(split)} in {len(mine)} split parts (dkq {a.dkq}); "
-            f"{same} identical SASS, {len(differ)} differ, {len(missing)} in one side only"
+            f"{same} identical SASS ({slot} of them only once bank-4 slots are read as their symbols), "
+            f"{len(differ)} differ, {len(missing)} in one side only"
         )
         lines += [f"  differs: {n}" for n in differ] + [f"  one side only: {n}" for n in missing]
     lines.append("verdict: " + ("every compared kernel's SASS is identical" if not bad else f"{bad} differences"))
