@@ -22,7 +22,8 @@ python3 "$(dirname "$0")/fattn_sass_check.py" --tree "$tree" --build "$build" --
 {
     echo "tree: $tree"
     echo "build: $build"
-    echo "nvcc: $("$(dirname "$cuobjdump")/nvcc" --version | tail -1)"
+    nvcc=$(sed -n 's/^CMAKE_CUDA_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")
+    echo "nvcc: $nvcc, $("$nvcc" --version | tail -1)"
     echo "cuobjdump: $("$cuobjdump" --version | tail -1)"
     echo "seconds: $(($(date +%s) - start)) on $(nproc) cores"
 } >> "$out/summary.txt"
