@@ -27,10 +27,11 @@ import argparse
 import json
 import re
 import shlex
-import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from patchkit import proc, vcs
 
 INST = "ggml/src/ggml-cuda/template-instances"
 PART = re.compile(r"fattn-mma-f16-instance-(ncols1_\d+-ncols2_\d+)-dkq_(\d+)\.cu")
@@ -40,7 +41,8 @@ REUSE = False  # --reuse: an object compiled before (with its .time) is not comp
 
 
 def sh(*args: str, cwd: Path | None = None) -> str:
-    return subprocess.run(args, cwd=cwd, check=True, capture_output=True, text=True).stdout
+    """A program's stdout (patchkit.proc, not echoed); its failure is an error."""
+    return proc.run(list(args), cwd=cwd, echo=False, separate_stderr=True).stdout
 
 
 def template_command(build: Path, tree: Path) -> tuple[list[str], str, str, str]:
@@ -71,9 +73,9 @@ def compile_one(cmd: tuple, src: Path, obj: Path, extra: list[str]) -> tuple[flo
     if REUSE and obj.is_file() and tfile.is_file():
         u, s, e = map(float, tfile.read_text().split()[-3:])
         return u + s, e
-    r = subprocess.run(["/usr/bin/time", "-f", "%U %S %e", "-o", str(tfile), *new], cwd=cwd, capture_output=True)
-    if r.returncode:
-        raise SystemExit(f"fattn_sass_check: compile of {src} failed:\n{r.stderr.decode()[-2000:]}")
+    r = proc.run(["/usr/bin/time", "-f", "%U %S %e", "-o", str(tfile), *new], cwd=Path(cwd), check=False, echo=False)
+    if not r.ok:
+        raise SystemExit(f"fattn_sass_check: compile of {src} failed:\n{r.stdout[-2000:]}")
     u, s, e = map(float, tfile.read_text().split()[-3:])
     return u + s, e
 
@@ -135,14 +137,14 @@ def functions(cuobjdump: str, obj: Path) -> dict[str, str]:
 def originals(tree: Path, parts: list[Path], dest: Path) -> dict[str, Path]:
     """The unsplit units, from the parent of the commit that added the split files: unit -> file in dest."""
     rel = f"{INST}/{parts[0].name}"
-    added = sh("git", "log", "-1", "--format=%H", "--diff-filter=A", "--", rel, cwd=tree).strip()
+    added = vcs.git(tree, "log", "-1", "--format=%H", "--diff-filter=A", "--", rel, check=True).text.strip()
     if not added:
         raise SystemExit(f"fattn_sass_check: {tree}: no commit adds {rel}")
     out = {}
     for unit in sorted({PART.fullmatch(p.name)[1] for p in parts}):
         name = f"fattn-mma-f16-instance-{unit}.cu"
         (dest / name).parent.mkdir(parents=True, exist_ok=True)
-        (dest / name).write_text(sh("git", "show", f"{added}^:{INST}/{name}", cwd=tree))
+        (dest / name).write_text(vcs.git(tree, "show", f"{added}^:{INST}/{name}", check=True).text)
         out[unit] = dest / name
     return out
 

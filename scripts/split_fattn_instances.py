@@ -8,8 +8,9 @@ TREE is a clean git checkout of the base (llama.cpp's root). Every
 one file per head size, `...-ncols1_A-ncols2_B-dkq_D.cu`, holding that head size's DECL_FATTN_MMA_F16_CASE
 line exactly as the original has it (D is the line's DKQ: the 576/512 pair is dkq_576). The edit is made
 in a temporary detached worktree of TREE's HEAD (TREE itself is not touched), committed with the message
-below and written with `git format-patch --no-renames`, so the patch is made from whatever base the tree
-holds. ggml-cuda's CMakeLists.txt globs `template-instances/fattn-mma*.cu`: no CMake change is needed.
+below and written with `git format-patch --no-renames` (git through patchkit.vcs), so the patch is made
+from whatever base the tree holds. ggml-cuda's CMakeLists.txt globs `template-instances/fattn-mma*.cu`:
+no CMake change is needed.
 `--numbers FILE` appends FILE's text (the measured numbers) to the message.
 """
 
@@ -17,10 +18,11 @@ from __future__ import annotations
 
 import argparse
 import re
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from patchkit import vcs
 
 INSTANCES = "ggml/src/ggml-cuda/template-instances"
 UNIT = re.compile(r"fattn-mma-f16-instance-ncols1_(\d+)-ncols2_(\d+)\.cu")
@@ -56,11 +58,7 @@ of every kernel of the split and unsplit units.
 
 
 def git(cwd: Path, *args: str, env: dict | None = None) -> str:
-    import os
-
-    return subprocess.run(
-        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env={**os.environ, **(env or {})}
-    ).stdout
+    return vcs.git(cwd, *args, env=env, check=True).text
 
 
 def split(folder: Path) -> int:
