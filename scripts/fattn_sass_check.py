@@ -144,7 +144,7 @@ def originals(tree: Path, parts: list[Path], dest: Path) -> dict[str, Path]:
     for unit in sorted({PART.fullmatch(p.name)[1] for p in parts}):
         name = f"fattn-mma-f16-instance-{unit}.cu"
         (dest / name).parent.mkdir(parents=True, exist_ok=True)
-        (dest / name).write_text(vcs.git(tree, "show", f"{added}^:{INST}/{name}", check=True).text)
+        (dest / name).write_bytes(vcs.git(tree, "show", f"{added}^:{INST}/{name}", check=True).stdout)
         out[unit] = dest / name
     return out
 

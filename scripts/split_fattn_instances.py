@@ -58,7 +58,7 @@ of every kernel of the split and unsplit units.
 
 
 def git(cwd: Path, *args: str, env: dict | None = None) -> str:
-    return vcs.git(cwd, *args, env=env, check=True).text
+    return vcs.git(cwd, *args, env=env, check=True).stdout.decode()
 
 
 def split(folder: Path) -> int:
