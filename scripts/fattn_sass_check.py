@@ -54,6 +54,10 @@ def template_command(build: Path, tree: Path) -> tuple[list[str], str, str, str]
     for e in json.loads(text):
         if "/fattn-mma-f16-instance-" in e["file"]:
             argv = [a.replace(home.rstrip("/") + "/", f"{tree}/") for a in shlex.split(e["command"])]
+            for flag in ("-MT", "-MF"):  # Ninja's depfile flags (`ninja -t compdb`): nothing written in BUILD
+                while flag in argv:
+                    del argv[argv.index(flag) : argv.index(flag) + 2]
+            argv = [a for a in argv if a != "-MD"]
             return (
                 argv,
                 e["directory"],
