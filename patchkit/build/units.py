@@ -4,17 +4,20 @@ A row of a config table (a function-like macro called once per row, patchkit.bui
 by the code that looks it up. The default recipe's FA MMA table is looked up with
 `ncols = ncols1*ncols2` of each template instance, so a changed (256, 256, 8) row is read by
 fattn.cu (which looks rows up at run time) and by the four instances whose ncols1*ncols2 is 8, not by
-the other 18 instances that include the header. A rule says so:
+the other 17 instances that include the header; with the instances split per head size
+(patches/local/0005: `...-ncols1_A-ncols2_B-dkq_D.cu`), by the four of them of head size 256 only. A
+rule says so:
 
     [[affects]]
     file = "ggml/src/ggml-cuda/fattn-mma-f16.cuh"
     macro = "GGML_CUDA_FATTN_MMA_CONFIG_CASE"
-    units = '.*/fattn-mma-f16-instance-ncols1_(?P<ncols1>\d+)-ncols2_(?P<ncols2>\d+)\.cu'
-    uses = 'ncols1 * ncols2 == ncols'
+    units = '.*/fattn-mma-f16-instance-ncols1_(?P<ncols1>\d+)-ncols2_(?P<ncols2>\d+)(-dkq_(?P<dkq>\d+))?\.cu'
+    uses = 'ncols1 * ncols2 == ncols and (dkq == 0 or dkq == DKQ)'
 
 When the only change to `file` is in rows of `macro`, a unit whose path (in the tree) matches `units`
 and for which `uses` is false for every changed row (old and new versions; the regex's named groups
-and the row's columns are the names) is *cleared*: the change does not reach its code. Every other
+and the row's columns are the names; a named group that took no part in the match is 0: above, an
+unsplit unit, which holds every head size) is *cleared*: the change does not reach its code. Every other
 unit that includes the file is recompiled, and so is every unit that includes any other changed file.
 The rule is the recipe author's statement about the code, like `params`; `--full-rebuild` ignores it.
 
@@ -139,7 +142,7 @@ def clear(
                 m = pattern.fullmatch(u)
                 if m is None:
                     continue
-                groups = {k: tbl.parse_value(v) for k, v in m.groupdict().items() if v is not None}
+                groups = {k: 0 if v is None else tbl.parse_value(v) for k, v in m.groupdict().items()}
                 if not any(evaluate(rule.uses, {**row, **groups}, where) for row in rows):
                     mine[u] = f"affects[{i}]: {rule.uses} is false for the {len(rows)} changed rows of {rule.macro}"
             family.update(mine)

@@ -50,7 +50,8 @@ def test_an_8_column_row_edit_clears_the_17_instances_of_other_ncols(tmp_path):
     kept = {INST.format(a, b) for a, b in PAIRS if a * b == 8} | {"ggml/src/ggml-cuda/fattn.cu"}
     assert set(c.covered[HEADER]) == kept and len(kept) == 5
     assert set(c.units) == INCLUDERS[HEADER] - kept and len(c.units) == 17
-    assert "ncols1 * ncols2 == ncols is false for the 2 changed rows" in next(iter(c.units.values()))
+    assert f"{RULE.uses} is false for the 2 changed rows" in next(iter(c.units.values()))
+    assert "dkq" in RULE.uses  # unsplit units (no dkq in the name: 0) are cleared by ncols alone
 
 
 def test_a_row_comment_ending_in_a_backslash_clears_nothing(tmp_path, capsys):
@@ -187,3 +188,56 @@ def test_generated_inputs_and_their_digest_set_the_commit_aside(tmp_path):
     gen.write_text(f'#define GGML_COMMIT "{heads[0][:9]}"\nint LLAMA_BUILD_NUMBER = 1;\n#define X 1\n')
     assert compiled.generated_digest(gen, tree) != now
     assert compiled.generated_digest(bdir / "gone.h", tree) == ""
+
+
+# ---------------------------------------------------------------------------------------------
+# The instances split per head size (patches/local/0005, generated from the tree at 0c1e57098 by
+# scripts/split_fattn_instances.py): its new files and their lines are the real split tree's
+
+SPLIT = Path(__file__).resolve().parents[2] / "patches" / "local" / "0005-cuda-fattn-mma-instances-per-head-size.patch"
+
+
+def _split_units() -> dict[str, list[tuple[int, int, int, int]]]:
+    """The patch's new units -> their DECL_FATTN_MMA_F16_CASE lines (DKQ, DV, ncols1, ncols2)."""
+    out: dict[str, list[tuple[int, int, int, int]]] = {}
+    for part in SPLIT.read_text().split("\ndiff --git ")[1:]:
+        path = re.match(r"a/(\S+) b/", part)[1]
+        if "\nnew file mode" in part:
+            decl = re.findall(r"^\+DECL_FATTN_MMA_F16_CASE\((\d+), (\d+), (\d+), (\d+)\);$", part, re.M)
+            out[path] = [tuple(map(int, d)) for d in decl]
+    return out
+
+
+def test_the_default_rule_names_the_split_units_their_ncols_and_head_size():
+    split = _split_units()
+    assert len(split) == 126  # one per DECL line of the 21 unsplit units
+    pattern = re.compile(RULE.units)
+    for path, decl in split.items():
+        m = pattern.fullmatch(path)
+        assert m and m["dkq"], path
+        assert decl == [(int(m["dkq"]), decl[0][1], int(m["ncols1"]), int(m["ncols2"]))], path
+
+
+def test_an_8_column_hs256_row_edit_of_the_split_tree_recompiles_fattn_cu_and_four_hs256_units(tmp_path):
+    includers = {HEADER: {"ggml/src/ggml-cuda/fattn.cu", *_split_units()}}
+    new = TEXT.replace(ROW8, ROW8.replace("128, 2, true", "128, 1, true"), 1)
+    c = units.clear(_recipe(), [HEADER], _texts(TEXT, new), includers, tmp_path)
+    kept = {"ggml/src/ggml-cuda/fattn.cu"} | {
+        f"ggml/src/ggml-cuda/template-instances/fattn-mma-f16-instance-ncols1_{a}-ncols2_{b}-dkq_256.cu"
+        for a, b in ((1, 8), (2, 4), (4, 2), (8, 1))
+    }
+    assert set(c.covered[HEADER]) == kept
+    assert set(c.units) == includers[HEADER] - kept and len(c.units) == 126 - 4
+
+
+def test_a_row_edit_of_another_head_size_clears_the_hs256_units(tmp_path):
+    includers = {HEADER: {"ggml/src/ggml-cuda/fattn.cu", *_split_units()}}
+    row = "GGML_CUDA_FATTN_MMA_CONFIG_CASE(128, 128,  8, 128, 2, 128,  64,  64,  64, 2, true);"
+    new = TEXT.replace(row, row.replace("128, 2, 128,", "128, 2,  64,"), 1)
+    c = units.clear(_recipe(), [HEADER], _texts(TEXT, new), includers, tmp_path)
+    kept = {u for u in c.covered[HEADER] if "instance" in u}
+    assert kept == {
+        f"ggml/src/ggml-cuda/template-instances/fattn-mma-f16-instance-ncols1_{a}-ncols2_{b}-dkq_128.cu"
+        for a, b in ((1, 8), (2, 4), (4, 2), (8, 1))
+    }
+    assert all(u in c.units for u in includers[HEADER] if "-dkq_256" in u)
