@@ -285,6 +285,38 @@ def test_a_reused_build_is_hashed_again_only_where_its_stat_cannot_prove_it_unwr
     assert json.loads((out / binaries.VERIFIED).read_text())["t"]["sha256"] == seen["t"]["sha256"]
 
 
+def r_variants(r):
+    return series.plan_variants(r)
+
+
+def test_apply_writes_only_the_files_its_patches_touch_and_makes_the_same_commits(toy, monkeypatch):
+    """The scratch tree `git am` runs in holds the files the patches name, not the whole base (a full checkout
+    and its removal: 1.5 s of the warm loop's 3.6 s before the build); the commits are the full tree's."""
+    toy.write_patches()
+    r = toy.recipe()
+    seen = []
+    real_am = series.am
+
+    def am(wt, *a):
+        seen.append(sorted(str(f.relative_to(wt.working_dir)) for f in Path(wt.working_dir).rglob("*.c")))
+        return real_am(wt, *a)
+
+    monkeypatch.setattr(series, "am", am)
+    states, errors = toy.apply()
+    assert not errors and seen == [["ggml/src/a.c"], ["ggml/src/a.c", "ggml/src/b.c"]]
+    sparse = {s.name: s.head for s in states}
+    monkeypatch.setattr(series.Chain, "_touched", lambda self, patches: ())  # git cannot list them: the whole tree
+    seen.clear()
+    chain = series.Chain(source.open_cache_repo(toy.ws), toy.ws, r)
+    try:
+        full = {
+            v.name: series.series_commits(chain.repo, toy.ws, r, toy.base, v, chain)[0] for v in series.plan_variants(r)
+        }
+    finally:
+        chain.close()
+    assert full == sparse and seen[0] == ["ggml/src/a.c", "ggml/src/b.c"]
+
+
 # -- defect 10: a file as the work folder
 
 
