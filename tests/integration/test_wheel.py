@@ -309,7 +309,6 @@ def test_cpu_wheel_installs_and_generates(work, cli, default_recipe, tmp_path):
         "perf-min-time",
         "perf-fill-threads",
         "perf-fill-rows",
-        "mma-split",
         "perf-phases",
         "perf-fill-fast",
         "0001",

@@ -112,7 +112,6 @@ def test_rewrite_recipe_onto_a_git_commit_drops_the_sdist_and_upstream_patches()
         "patches/local/0002-tests-perf-min-time-env.patch": "patches-b/local/0002.patch",
         "patches/local/0003-tests-fill-tensors-on-all-threads.patch": "patches-b/local/0003.patch",
         "patches/local/0004-tests-fill-only-read-kv-rows.patch": "patches-b/local/0004.patch",
-        "patches/local/0005-cuda-fattn-mma-instances-per-head-size.patch": "patches-b/local/0005.patch",
         "patches/local/0006-tests-perf-phase-times.patch": "patches-b/local/0006.patch",
         "patches/local/0007-tests-perf-fast-fill.patch": "patches-b/local/0007.patch",
     }
@@ -126,7 +125,7 @@ def test_rewrite_recipe_onto_a_git_commit_drops_the_sdist_and_upstream_patches()
     )
     assert [p.file for p in r.series] == [
         "patches-b/0002.patch",
-        *(f"patches-b/local/000{i}.patch" for i in (1, 2, 3, 4, 5, 6, 7)),
+        *(f"patches-b/local/000{i}.patch" for i in (1, 2, 3, 4, 6, 7)),
     ]
     assert r.series[0].depends_on == ()  # 0001 is upstream now
     assert r.series[0].key == "0002"
@@ -223,7 +222,6 @@ def test_add_series_after_the_last_pr_patch_keeps_every_other_line():
         "perf-min-time",
         "perf-fill-threads",
         "perf-fill-rows",
-        "mma-split",
         "perf-phases",
         "perf-fill-fast",
     ]

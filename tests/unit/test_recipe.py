@@ -24,7 +24,6 @@ def test_default_recipe_loads_with_its_series():
         "perf-min-time",
         "perf-fill-threads",
         "perf-fill-rows",
-        "mma-split",
         "perf-phases",
         "perf-fill-fast",
     ]
