@@ -3,16 +3,28 @@
 `patchkit_main` runs the command line in this process (`patchkit.cli.main`), as `python -m patchkit` would
 run it, for tests of what a command says and writes; a test of the process itself (its exit on a
 signal, what reaches a pipe, stdin that is not a terminal) starts a real `python -m patchkit`.
+`script` imports one of the project's scripts/ (not a package) as a module.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+
+def script(name: str):
+    """scripts/<name>.py as a module (registered under its name: its dataclasses look their module up)."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
 
 
 @dataclass(frozen=True)

@@ -6,15 +6,15 @@ three variants of the default recipe (about 3.5 minutes on 2 cores); the others 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import script
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL_TESTS = r"hsk=64,hsv=64,nh=4,nr23=\[1,1\],kv=113,"
@@ -166,10 +166,7 @@ def test_run_end_to_end_and_report(cpu_build, work, cli):
 def _phases_of_every_timing_process(run: Path, case: dict) -> None:
     """Issue 37 item 4: each timing process prints where its seconds went (patches/local/0006), read by
     scripts/perf_budget.py; its timed time is the one the sql record gives (avg_time_us * n_runs)."""
-    spec = importlib.util.spec_from_file_location("perf_budget", ROOT / "scripts" / "perf_budget.py")
-    budget = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = budget  # its dataclasses look their module up
-    spec.loader.exec_module(budget)
+    budget = script("perf_budget")
     logs = [p for p in sorted((run / "raw").glob("perf-r*-*.log")) if not p.name.endswith(".stderr.log")]
     assert len(logs) == 3 * 4
     for log in logs:
