@@ -17,6 +17,10 @@ from pathlib import Path
 
 import pytest
 
+# the default recipe's local test-only patches, in its series' order (recipes/default.toml): what the recipe,
+# the recipe editor and a wheel's record are checked against
+DEFAULT_LOCAL = ("perf-cases", "perf-min-time", "perf-fill-threads", "perf-fill-rows", "perf-phases", "perf-fill-fast")
+
 
 def script(name: str):
     """scripts/<name>.py as a module (registered under its name: its dataclasses look their module up)."""

@@ -18,7 +18,7 @@ from patchkit.maintain import bases, rebase, recipe_edit, trial
 from patchkit.parsers.patch import parse_hunks, split_hunks
 from patchkit.recipe import Base, GitBase, Patch, SdistBase, parse_recipe
 from patchkit.workspace import Workspace
-from tests.conftest import patchkit_main
+from tests.conftest import DEFAULT_LOCAL, patchkit_main
 
 ROOT = Path(__file__).resolve().parents[2]
 SHA_A = "a" * 40
@@ -217,15 +217,7 @@ def test_add_series_after_the_last_pr_patch_keeps_every_other_line():
     at = text.index('depends-on = ["0001"]\n') + len('depends-on = ["0001"]\n')
     assert out == text[:at] + block + text[at:]  # the comment before the local patch stays before it
     r = parse_recipe(out, Path("recipes/default.toml"), root=ROOT)
-    local = [
-        "perf-cases",
-        "perf-min-time",
-        "perf-fill-threads",
-        "perf-fill-rows",
-        "perf-phases",
-        "perf-fill-fast",
-    ]
-    assert [p.key for p in r.series] == ["0001", "0002", "0003", "0004", *local]
+    assert [p.key for p in r.series] == ["0001", "0002", "0003", "0004", *DEFAULT_LOCAL]
 
 
 def test_commands_parse_their_options():
