@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One lease, one job (run through scripts/device.sh from the job's copy outside the tree): the README's GPU
-# command exactly as written (cold), issue 37's fill A/B (scripts/device-fill-ab.sh: does
-# GGML_TEST_PERF_FILL=fast change what is timed, and what does it save), then the warm loop (0002's
-# (256,256,8) row edited in the job's copy, then --changed), then the manual loop (issue 37's anchor).
+# command exactly as written (cold), then the warm loop (0002's (256,256,8) row edited in the job's copy, then
+# --changed), then the manual loop (issue 37's anchor), and last, where device time is left, issue 37's fill A/B
+# (scripts/device-fill-ab.sh: does GGML_TEST_PERF_FILL=fast change what is timed, and what does it save;
+# FILL_ROUNDS alternating rounds, default 2) on the cold run's base binary, which the warm run leaves as it was.
 # `--offline`: the machine has no network (the carried cache holds the base); `--run` names the folder.
 # PK_RUN_ARGS: more options for both runs (e.g. "--skip numerics" where the model could not be carried).
 set -ux
@@ -10,8 +11,6 @@ cd "$(dirname "$0")/.."
 extra=${PK_RUN_ARGS:-}
 python3 -m patchkit run --arch 90 --check-arch 89 --offline --run cold $extra
 echo "cold exit $?"
-bash scripts/device-fill-ab.sh cold 4
-echo "fill a/b exit $?"
 sed -i 's/^+    GGML_CUDA_FATTN_MMA_CONFIG_CASE(256, 256,  8,  64, 4,  32, 128, 128, 128, 2, true);/+    GGML_CUDA_FATTN_MMA_CONFIG_CASE(256, 256,  8,  64, 4,  32, 128, 128, 128, 1, true);/' \
     patches/0002-cuda-fattn-mma-hs256-8col-nbatch-fa-32.patch
 test "$(grep -c '128, 128, 128, 1, true' patches/0002-cuda-fattn-mma-hs256-8col-nbatch-fa-32.patch)" = 1 || { echo "row edit did not apply"; exit 3; }
@@ -19,3 +18,5 @@ python3 -m patchkit run --arch 90 --check-arch 89 --offline --changed --run warm
 echo "warm exit $?"
 bash scripts/device-manual-loop.sh warm  # issue 37's anchor: the manual loop in the same lease, and the ratio
 echo "manual loop exit $?"
+bash scripts/device-fill-ab.sh cold "${FILL_ROUNDS:-2}"
+echo "fill a/b exit $?"
