@@ -50,6 +50,16 @@ class Option:
         return " / ".join(names) or self.key or self.name
 
 
+def opt(name: str, help: str, *flags: str, **kw) -> Option:
+    """A declaration as the tables write it: name, help, then its flags."""
+    return Option(name=name, help=help, flags=flags, **kw)
+
+
+def flag(name: str, help: str, *flags: str, **kw) -> Option:
+    """A setting that is off unless its flag is typed."""
+    return Option(name=name, help=help, flags=flags, type="bool", default=False, action="store_true", **kw)
+
+
 @dataclass(frozen=True)
 class Value:
     value: object
