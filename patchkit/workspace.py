@@ -227,14 +227,18 @@ def take_lock(path: Path, *, shared: bool = False) -> tuple[int | None, str]:
         fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
     except BlockingIOError:
         try:
-            with _records(path.parent, shared=True):
+            with _records(path.parent, shared=True):  # read between two readers' changes
                 return None, _holders(_read(fd))
         finally:
             os.close(fd)
     if shared:
         try:
-            with _records(path.parent):
-                _write(fd, [*_readers(_read(fd)), _reading()])
+            with _records(path.parent) as alone:
+                if alone:
+                    _write(fd, [*_readers(_read(fd)), _reading()])
+                else:  # the records' lock not had in time: added at the end, dropped by a reader after this one
+                    os.lseek(fd, 0, os.SEEK_END)
+                    os.write(fd, f"{_reading()}\n".encode())
         except BaseException:
             os.close(fd)
             raise
@@ -248,11 +252,11 @@ def release_lock(fd: int, path: Path, *, shared: bool = False) -> None:
     reader takes one line of its own out (and the dead readers' lines)."""
     try:
         if shared:
-            with _records(path.parent):
-                lines = _readers(_read(fd))
+            with _records(path.parent) as alone:
+                lines = _readers(_read(fd)) if alone else []
                 if _reading() in lines:
                     lines.remove(_reading())
-                _write(fd, lines)
+                    _write(fd, lines)
         else:
             os.ftruncate(fd, 0)
     finally:
@@ -264,16 +268,27 @@ def _reading() -> str:
 
 
 @contextmanager
-def _records(folder: Path, *, shared: bool = False) -> Iterator[None]:
+def _records(folder: Path, *, shared: bool = False, wait_s: float = 1.0) -> Iterator[bool]:
     """The lock files' records in `folder` changed one process (or thread) at a time, and read (`shared`) only
-    between changes: a flock on the folder itself, held for the few bytes written, apart from the locks the
-    files hold."""
+    between changes: a flock on the folder itself, apart from the locks the files hold, held for the few bytes
+    written. Whether it was had: a holder stopped (SIGSTOP, Ctrl-Z) in those bytes keeps no one waiting past
+    `wait_s`, and a lock is never refused for its records (a line added at the end instead, or none taken out)."""
     dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        fcntl.flock(dfd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
-        yield
+        deadline = time.monotonic() + wait_s
+        while not (alone := _flock_now(dfd, shared)) and time.monotonic() < deadline:
+            time.sleep(0.002)
+        yield alone
     finally:
         os.close(dfd)
+
+
+def _flock_now(fd: int, shared: bool) -> bool:
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
 
 def _read(fd: int) -> str:

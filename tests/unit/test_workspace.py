@@ -1,4 +1,5 @@
 import contextlib
+import fcntl
 import io
 import json
 import os
@@ -132,6 +133,30 @@ def test_a_shared_lock_file_holds_one_line_per_reader_holding_it(tmp_path):
     with ws.lock(target):  # the writer's one line, gone when it lets go
         assert lock.read_text() == f"patchkit pid {os.getpid()}\n"
     assert lock.read_text() == ""
+
+
+def test_a_reader_stopped_while_changing_the_records_keeps_no_one_waiting(tmp_path):
+    """The lock files' lines are changed under a short flock on the locks folder; a process stopped (SIGSTOP) while
+    it holds that flock delays a reader by a second at most: its line is added at the end instead (and stays while
+    this process lives), and the lock itself is taken."""
+    ws = Workspace.at(tmp_path / "w")
+    target = ws.builds("r", "cpu")
+    lock = ws.root / "locks" / "builds_r_cpu.lock"
+    me = f"patchkit pid {os.getpid()} (reading)"
+    with ws.lock(target, shared=True):
+        pass
+    folder = os.open(lock.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)  # as a process stopped in the middle of a change would hold it
+        t0 = _time.monotonic()
+        with ws.lock(target, shared=True):
+            assert lock.read_text() == f"{me}\n"
+        assert 0.5 < _time.monotonic() - t0 < 10 and lock.read_text() == f"{me}\n"
+    finally:
+        os.close(folder)
+    with ws.lock(target, shared=True):
+        assert lock.read_text() == f"{me}\n{me}\n"
+    assert lock.read_text() == f"{me}\n"
 
 
 def test_a_reader_waits_for_a_live_writer_and_not_for_a_dead_one(tmp_path):
