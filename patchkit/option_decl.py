@@ -1,6 +1,7 @@
-"""What a setting is (`Option`), what it resolved to (`Value`) and how a raw value becomes one of its
-type (`convert`), and the chain of one setting (`resolve_one`): the declaration machinery of
-patchkit.option_set, whose table declares every setting."""
+"""What a setting is (`Option`, written `opt(...)` / `flag(...)` in the tables), what it resolved to
+(`Value`) and how a raw value becomes one of its type (`convert`), and the chain of one setting
+(`resolve_one`): the declaration machinery of patchkit.option_set, whose table (with
+patchkit.option_measure's half) declares every setting."""
 
 from __future__ import annotations
 
