@@ -1,6 +1,7 @@
-"""What a setting is (`Option`), what it resolved to (`Value`) and how a raw value becomes one of its
-type (`convert`), and the chain of one setting (`resolve_one`): the declaration machinery of
-patchkit.option_set, whose table declares every setting."""
+"""What a setting is (`Option`, written `opt(...)` / `flag(...)` in the tables), what it resolved to
+(`Value`) and how a raw value becomes one of its type (`convert`), and the chain of one setting
+(`resolve_one`): the declaration machinery of patchkit.option_set, whose table (with
+patchkit.option_measure's half) declares every setting."""
 
 from __future__ import annotations
 
@@ -48,6 +49,16 @@ class Option:
         first = next((f for f in self.flags if f.startswith("--")), "")
         names = [n for n in (first, self.env) if n]
         return " / ".join(names) or self.key or self.name
+
+
+def opt(name: str, help: str, *flags: str, **kw) -> Option:
+    """A declaration as the tables write it: name, help, then its flags."""
+    return Option(name=name, help=help, flags=flags, **kw)
+
+
+def flag(name: str, help: str, *flags: str, **kw) -> Option:
+    """A setting that is off unless its flag is typed."""
+    return Option(name=name, help=help, flags=flags, type="bool", default=False, action="store_true", **kw)
 
 
 @dataclass(frozen=True)

@@ -182,7 +182,7 @@ class Workspace:
         try:
             yield
         finally:
-            release_lock(fd, shared=shared)
+            release_lock(fd, path, shared=shared)
 
 
 def _foreign_home(root: Path) -> str:
@@ -216,30 +216,99 @@ def _home_from(path: Path, top: str) -> str:
 
 def take_lock(path: Path, *, shared: bool = False) -> tuple[int | None, str]:
     """A flock on the file `path` (made if missing): exclusive, our pid written in it, or (`shared`) a
-    reader's, our pid added on a line of its own: (fd, "") where taken (release_lock, or closing fd,
-    releases it; it is released at exit too, however the process ends), (None, who) where another holds it
-    (the holders the file names that are alive; a line of a reader that died is only left over)."""
+    reader's, a line `patchkit pid N (reading)` of ours among the other readers' live ones (one line per
+    hold, removed at its release; a dead reader's is dropped by the next reader: the file stays as short as
+    the readers holding it): (fd, "") where taken (release_lock, or closing fd, releases it; it is released
+    at exit too, however the process ends), (None, who) where another holds it (the holders the file names
+    that are alive)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
         fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
     except BlockingIOError:
-        os.close(fd)
-        return None, _holders(path.read_text(encoding="utf-8", errors="replace"))
+        try:
+            with _records(path.parent, shared=True):  # read between two readers' changes
+                return None, _holders(_read(fd))
+        finally:
+            os.close(fd)
     if shared:
-        os.lseek(fd, 0, os.SEEK_END)
-        os.write(fd, f"patchkit pid {os.getpid()} (reading)\n".encode())
+        try:
+            with _records(path.parent) as alone:
+                if alone:
+                    _write(fd, [*_readers(_read(fd)), _reading()])
+                else:  # the records' lock not had in time: added at the end, dropped by a reader after this one
+                    os.lseek(fd, 0, os.SEEK_END)
+                    os.write(fd, f"{_reading()}\n".encode())
+        except BaseException:
+            os.close(fd)
+            raise
     else:
-        os.ftruncate(fd, 0)
-        os.write(fd, f"patchkit pid {os.getpid()}".encode())
+        _write(fd, [f"patchkit pid {os.getpid()}"])
     return fd, ""
 
 
-def release_lock(fd: int, *, shared: bool = False) -> None:
-    """Let go of a lock take_lock gave; a writer empties the file first (it names no one who holds it)."""
-    if not shared:
-        os.ftruncate(fd, 0)
-    os.close(fd)
+def release_lock(fd: int, path: Path, *, shared: bool = False) -> None:
+    """Let go of the lock on `path` take_lock gave: a writer empties the file first (it names no one who holds it), a
+    reader takes one line of its own out (and the dead readers' lines)."""
+    try:
+        if shared:
+            with _records(path.parent) as alone:
+                lines = _readers(_read(fd)) if alone else []
+                if _reading() in lines:
+                    lines.remove(_reading())
+                    _write(fd, lines)
+        else:
+            os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)
+
+
+def _reading() -> str:
+    return f"patchkit pid {os.getpid()} (reading)"
+
+
+@contextmanager
+def _records(folder: Path, *, shared: bool = False, wait_s: float = 1.0) -> Iterator[bool]:
+    """The lock files' records in `folder` changed one process (or thread) at a time, and read (`shared`) only
+    between changes: a flock on the folder itself, apart from the locks the files hold, held for the few bytes
+    written. Whether it was had: a holder stopped (SIGSTOP, Ctrl-Z) in those bytes keeps no one waiting past
+    `wait_s`, and a lock is never refused for its records (a line added at the end instead, or none taken out)."""
+    dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        deadline = time.monotonic() + wait_s
+        while not (alone := _flock_now(dfd, shared)) and time.monotonic() < deadline:
+            time.sleep(0.002)
+        yield alone
+    finally:
+        os.close(dfd)
+
+
+def _flock_now(fd: int, shared: bool) -> bool:
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _read(fd: int) -> str:
+    return os.pread(fd, os.fstat(fd).st_size, 0).decode("utf-8", errors="replace")
+
+
+def _write(fd: int, lines: list[str]) -> None:
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, "".join(f"{line}\n" for line in lines).encode(), 0)
+
+
+def _readers(text: str) -> list[str]:
+    """The lines of a lock file held shared that name a live reader (a writer's line is a dead writer's: none
+    holds it beside a reader)."""
+    out = []
+    for line in text.splitlines():
+        m = re.fullmatch(r"patchkit pid (\d+) \(reading\)", line.strip())
+        if m and _alive(int(m.group(1))):
+            out.append(line.strip())
+    return out
 
 
 def _holders(text: str) -> str:

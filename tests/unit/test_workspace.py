@@ -1,10 +1,12 @@
 import contextlib
+import fcntl
 import io
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time as _time
 from pathlib import Path
 
@@ -94,6 +96,67 @@ def test_readers_of_a_folder_share_it_and_a_writer_is_alone(tmp_path):
         assert f"in use by {me} (lock " in _refused(ws, target, shared=True)
     with ws.lock(target, shared=True):  # the writer let go (and its file names no one now)
         pass
+
+
+def test_a_shared_lock_file_holds_one_line_per_reader_holding_it(tmp_path):
+    """The build root's lock file is read-locked by every run that reuses its builds: a reader's line is taken
+    out when it lets go and a dead reader's is dropped by the next one, so the file never grows past the readers
+    holding it (was: a line appended per reader, never removed: 200 runs, 200 lines). Threads of one process
+    reading at once (an executor's targets) leave it empty too."""
+    ws = Workspace.at(tmp_path / "w")
+    target = ws.builds("r", "cpu")
+    lock = ws.root / "locks" / "builds_r_cpu.lock"
+    me = f"patchkit pid {os.getpid()} (reading)"
+    for _ in range(200):
+        with ws.lock(target, shared=True):
+            assert lock.read_text() == f"{me}\n"
+    assert lock.read_text() == ""
+    with ws.lock(target, shared=True), ws.lock(target, shared=True):  # one line per hold
+        assert lock.read_text() == f"{me}\n{me}\n"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    lock.write_text(f"patchkit pid {int(dead.stdout)} (reading)\n" * 1000)  # a file an older patchkit grew
+    with ws.lock(target, shared=True):
+        assert lock.read_text() == f"{me}\n"
+    assert lock.read_text() == ""
+
+    def reader() -> None:
+        for _ in range(50):
+            with ws.lock(target, shared=True):
+                pass
+
+    threads = [threading.Thread(target=reader) for _ in range(6)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert lock.read_text() == ""
+    with ws.lock(target):  # the writer's one line, gone when it lets go
+        assert lock.read_text() == f"patchkit pid {os.getpid()}\n"
+    assert lock.read_text() == ""
+
+
+def test_a_reader_stopped_while_changing_the_records_keeps_no_one_waiting(tmp_path):
+    """The lock files' lines are changed under a short flock on the locks folder; a process stopped (SIGSTOP) while
+    it holds that flock delays a reader by a second at most: its line is added at the end instead (and stays while
+    this process lives), and the lock itself is taken."""
+    ws = Workspace.at(tmp_path / "w")
+    target = ws.builds("r", "cpu")
+    lock = ws.root / "locks" / "builds_r_cpu.lock"
+    me = f"patchkit pid {os.getpid()} (reading)"
+    with ws.lock(target, shared=True):
+        pass
+    folder = os.open(lock.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)  # as a process stopped in the middle of a change would hold it
+        t0 = _time.monotonic()
+        with ws.lock(target, shared=True):
+            assert lock.read_text() == f"{me}\n"
+        assert 0.5 < _time.monotonic() - t0 < 10 and lock.read_text() == f"{me}\n"
+    finally:
+        os.close(folder)
+    with ws.lock(target, shared=True):
+        assert lock.read_text() == f"{me}\n{me}\n"
+    assert lock.read_text() == f"{me}\n"
 
 
 def test_a_reader_waits_for_a_live_writer_and_not_for_a_dead_one(tmp_path):
