@@ -367,6 +367,24 @@ def move_tree(ws: Workspace, recipe: Recipe, root: Path, base: BaseInfo, head: s
     return tree
 
 
+def touch_changed(tree: Path, old: str, head: str) -> None:
+    """After the tree's checkout from `old` to `head`: each changed file newer than any object, whatever git or a
+    seeded copy left (patchkit.build.seed). refresh_index(tree) after."""
+    for f in vcs.git(tree, "diff", "--name-only", old, head, check=True).text.split():
+        if (tree / f).is_file():
+            os.utime(tree / f)
+
+
+def refresh_index(tree: Path) -> None:
+    """The tree's index told the file times patchkit set after git wrote it (touch_changed, units.Prepared.apply,
+    a seeded tree's): git's plumbing takes a file whose time is not the index's for a changed one, and ggml's
+    CMake asks `git diff-index --quiet HEAD` at the configure each checkout triggers: a touch in a later second
+    than the checkout baked "<commit>-dirty" into ggml-version.h, a generated file base's build does not have,
+    so a variant whose series compiles nothing here was a compiled change and measured (issue 37). Contents are
+    not changed: a file that differs from HEAD stays a change."""
+    vcs.git(tree, "update-index", "-q", "--refresh")
+
+
 @dataclass(frozen=True, kw_only=True)
 class _Job:
     """What every variant's build of one build_variants call shares."""
@@ -400,14 +418,14 @@ def build_one(
     rows = None if opts.full_rebuild else units.prepare(job.recipe, tree, bdir, state.head, job.tc.env)
     old = vcs.git(tree, "rev-parse", "HEAD").text.strip() if (tree / ".git").exists() else ""
     move_tree(job.ws, job.recipe, job.root, job.base, state.head, tree)
-    if old and old != state.head:  # newer than any object, whatever git or a seeded copy left (patchkit.build.seed)
-        for f in vcs.git(tree, "diff", "--name-only", old, state.head, check=True).text.split():
-            if (tree / f).is_file():
-                os.utime(tree / f)
+    if old and old != state.head:
+        touch_changed(tree, old, state.head)
     if rows is not None:
         rows.apply(tree, bdir)
         n, files = len(rows.cleared.units), ", ".join(rows.cleared.covered)
         print(f"{state.name}: {n} units not recompiled: the changed rows are not read there ({files})")
+    if (old and old != state.head) or rows is not None:
+        refresh_index(tree)
     (bdir / units.STAMP).unlink(missing_ok=True)
     clock.lap("tree")
     configure(tree, bdir, opts, job.tc, job.logs / f"configure-{opts.config}-{state.name}.log")
