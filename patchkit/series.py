@@ -273,17 +273,29 @@ def _listed(files: list[str]) -> str:
 
 
 _WORKTREES = threading.Lock()
+_NUMSTAT = re.compile(r"(?:\d+|-)\t(?:\d+|-)\t(.*)", re.S)
 
 
-def checkout_base(repo: vcs.Repo, tree: Path, commit: str, prune: tuple[str, ...]) -> vcs.Repo:
-    """A worktree at `tree` on `commit` (detached), with the recipe's pruned paths left out."""
+def _sparse_pattern(path: str) -> str:
+    """The sparse-checkout (gitignore-style) pattern of exactly one file of the tree."""
+    return "/" + re.sub(r"[*?\[\\!#]|^ | $", lambda m: "\\" + m.group(), path)
+
+
+def checkout_base(
+    repo: vcs.Repo, tree: Path, commit: str, prune: tuple[str, ...], only: tuple[str, ...] = ()
+) -> vcs.Repo:
+    """A worktree at `tree` on `commit` (detached), with the recipe's pruned paths left out; `only`: with
+    just these files written (a scratch tree for `git am`: its commits are the same, git's index holds
+    every file either way)."""
     if not (tree / ".git").exists():
         tree.parent.mkdir(parents=True, exist_ok=True)
         with _WORKTREES:  # the build lane and the CPU steps may add one each at once (patchkit.run.lanes)
             repo.run("worktree", "prune")
             repo.run("worktree", "add", "--no-checkout", "--detach", "--force", str(tree), commit)
     wt = vcs.repo(tree)
-    if prune:
+    if only:
+        wt.run("sparse-checkout", "set", "--no-cone", *[_sparse_pattern(f) for f in only])
+    elif prune:
         wt.run("sparse-checkout", "set", "--no-cone", "/*", *[f"!/{p.strip('/')}/" for p in prune])
     if wt.run("rev-parse", "--abbrev-ref", "HEAD") != "HEAD":
         wt.run("checkout", "--detach")
@@ -336,15 +348,35 @@ class Chain:
         self.made: dict[str, tuple[str, list[dict]]] = {}  # prefix digest -> (head, applied)
         self.scratch: Path | None = None
 
-    def tree(self, head: str) -> vcs.Repo:
-        """The scratch worktree at `head` (made at the first call)."""
+    def tree(self, head: str, patches: list[Path]) -> vcs.Repo:
+        """The scratch worktree at `head` (made at the first call), with the files `patches` touch written
+        (`git apply --numstat`; every file where git cannot list them): a checkout of the whole tree and
+        its removal took 1.45 s of a warm loop on 2 cores, before the build could start."""
+        only = self._touched(patches)
         if self.scratch is None:
             root = self.ws.cache / "tmp"
             root.mkdir(parents=True, exist_ok=True)
             self.scratch = Path(tempfile.mkdtemp(dir=root, prefix=f"apply-{folder_name(self.recipe.name)}-")) / "tree"
-        elif (self.scratch / ".git").exists() and vcs.repo(self.scratch).attempt("rev-parse", "HEAD")[1] == head:
-            return vcs.repo(self.scratch)
-        return checkout_base(self.repo, self.scratch, head, self.recipe.base.prune)
+        elif only and (self.scratch / ".git").exists() and self._at(head):
+            wt = vcs.repo(self.scratch)  # at `head` already: the files of the patches still to apply written too
+            wt.run("sparse-checkout", "add", *[_sparse_pattern(f) for f in only])
+            return wt
+        return checkout_base(self.repo, self.scratch, head, self.recipe.base.prune, only)
+
+    def _at(self, head: str) -> bool:
+        return self.scratch is not None and vcs.repo(self.scratch).attempt("rev-parse", "HEAD")[1] == head
+
+    def _touched(self, patches: list[Path]) -> tuple[str, ...]:
+        """Every path the patches name (old and new names), or () where git cannot list one's."""
+        paths: list[str] = []
+        for pf in patches:
+            rc, out, _ = self.repo.attempt("apply", "--numstat", "-z", str(pf))
+            if rc != 0:
+                return ()
+            for entry in filter(None, out.split("\0")):  # "added<TAB>deleted<TAB>path"; a rename: "..<TAB>", old, new
+                m = _NUMSTAT.fullmatch(entry)
+                paths.append(m.group(1) if m else entry)
+        return tuple(dict.fromkeys(p for p in paths if p))
 
     def close(self) -> None:
         if self.scratch is not None:
@@ -371,7 +403,7 @@ def series_commits(
     if done == len(todo):
         return head, list(applied)
     try:
-        wt = chain.tree(head)
+        wt = chain.tree(head, [recipe.patch_path(p) for p in todo[done:]])
         applied = list(applied)
         for n in range(done, len(todo)):
             p, pf = todo[n], recipe.patch_path(todo[n])

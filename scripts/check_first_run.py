@@ -1,5 +1,7 @@
 """CI: the README's first command's run must hold a report and no step in error, and its exit status
-must agree with its steps (0 when none failed or errored, 1 otherwise).
+must agree with its steps (0 when none failed or errored, 1 otherwise); on the CPU each variant of the default
+recipe (two CUDA patches) must be "no compiled change", not measured (issue 37: a variant built from a tree git
+called dirty was measured on the CPU for 381 s).
 
     python3 scripts/check_first_run.py WORK_FOLDER EXIT_STATUS
 """
@@ -28,6 +30,15 @@ def main(work: str, status: str) -> int:
         problems.append(f"steps in error: {', '.join(bad)}")
     if not report.is_file():
         problems.append(f"no {report}")
+    build = steps.get(f"build:{results.get('backend')}", {}).get("data", {})
+    names = [v.get("name") for v in results.get("variants", [])]
+    default = results.get("recipe") == "seed-fattn" and names == ["base", "+0001", "+0001+0002"]
+    if default and results.get("backend") == "cpu":
+        measured = [
+            v["variant"] for v in build.get("variants", [])[1:] if v["variant"] not in build.get("same_code", {})
+        ]
+        if measured or not build.get("variants"):
+            problems.append(f"variants measured on the cpu, not 'no compiled change': {measured or 'no build data'}")
     if (int(status) != 0) != bool(failed):
         problems.append(f"exit status {status} but failed or errored steps: {failed or 'none'}")
     for p in problems:

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from patchkit import backends, proc, vcs
 from patchkit.build import compiled, seed, units
+from patchkit.build.binaries import copy_hashed, file_facts, files_gone
 from patchkit.build.graph import include_graph, includers, object_targets, source_root  # noqa: F401 (the package's)
 from patchkit.build.tools import Toolchain, _cublas_from_wheel, _nvcc, toolchain  # noqa: F401 (the package's names)
 from patchkit.errors import BuildError, CommandError, ToolNotFound
@@ -122,6 +123,9 @@ class BuildResult:
     steps: int  # ninja edges run (0 when reused)
     log: str
     cleared: dict = field(default_factory=dict)  # units not recompiled by [[affects]] units (patchkit.build.units)
+    # this run's seconds on the variant by part: built, tree (units, checkout), configure, ninja, copy (binaries
+    # copied and hashed); reused, check (its binaries verified against the manifest)
+    phases: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -160,6 +164,7 @@ def find_build(
     say: bool = True,
 ) -> BuildResult | None:
     """The finished build of this exact variant state and options, or None (`say`: why one is not reused)."""
+    t0 = time.monotonic()
     manifest = bin_dir(ws, recipe, opts, state.name) / "manifest.json"
     if not manifest.is_file():
         return None
@@ -172,7 +177,7 @@ def find_build(
             tc = Toolchain(cmake_args=tuple(data.get("cmake_args", ())))
     if data.get("key") != build_key(state, opts, tc):
         return None
-    why = _files_gone(manifest.parent, data.get("files"), build_root(ws, recipe, opts) / "build")
+    why = files_gone(manifest.parent, data.get("files"), build_root(ws, recipe, opts) / "build")
     if why:
         if say:
             print(f"{state.name}: the finished build is not reused: {why}; building it again")
@@ -185,39 +190,23 @@ def find_build(
             "bin_dir": str(manifest.parent),  # where it is now, whatever was recorded
             "log": str(log if log.is_absolute() or not res.get("log") else ws.root / log),
             "reused": True,
+            "phases": {"check": round(time.monotonic() - t0, 1)},
         }
     )
 
 
-def _file_facts(path: Path) -> dict:
-    return {"size": path.stat().st_size, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
-
-
-def _files_gone(out: Path, files: object, bdir: Path) -> str | None:
-    """Why a manifest's build cannot be reused from its files (None: it can): a manifest without the
-    files' record (older), a binary missing or changed since it was made, or no build folder."""
-    if not isinstance(files, dict) or not files:
-        return "its manifest records no binaries (older manifest)"
-    for name, facts in files.items():
-        f = out / name
-        if not f.is_file():
-            return f"{f} is missing"
-        if _file_facts(f) != facts:
-            return f"{f} is not the binary that was built (size or sha256 changed)"
-    if not (bdir / "build.ninja").is_file():
-        return f"the build folder {bdir} is gone"
-    return None
-
-
-def _manifest(ws: Workspace, result: BuildResult, tc: Toolchain, opts: BuildOptions, files: Path) -> dict:
+def _manifest(
+    ws: Workspace, result: BuildResult, tc: Toolchain, opts: BuildOptions, files: Path, facts: dict | None = None
+) -> dict:
     """bin/<variant>/manifest.json: paths in it are relative to the work folder (a moved work folder's
-    manifests stay true); the log is absolute only where it lies outside the work folder."""
+    manifests stay true); the log is absolute only where it lies outside the work folder. `facts`: each
+    target's file_facts as copy_hashed wrote it (else the files are hashed here)."""
     log = Path(result.log)
     return {
         "key": result.key,
         "cmake_args": list(tc.cmake_args),
         "options": opts.key_material(),
-        "files": {t: _file_facts(Path(files) / t) for t in opts.targets},
+        "files": {t: (facts or {}).get(t) or file_facts(Path(files) / t) for t in opts.targets},
         "result": {
             **result.to_dict(),
             "bin_dir": str(Path(result.bin_dir).relative_to(ws.root)),
@@ -378,6 +367,24 @@ def move_tree(ws: Workspace, recipe: Recipe, root: Path, base: BaseInfo, head: s
     return tree
 
 
+def touch_changed(tree: Path, old: str, head: str) -> None:
+    """After the tree's checkout from `old` to `head`: each changed file newer than any object, whatever git or a
+    seeded copy left (patchkit.build.seed). refresh_index(tree) after."""
+    for f in vcs.git(tree, "diff", "--name-only", old, head, check=True).text.split():
+        if (tree / f).is_file():
+            os.utime(tree / f)
+
+
+def refresh_index(tree: Path) -> None:
+    """The tree's index told the file times patchkit set after git wrote it (touch_changed, units.Prepared.apply,
+    a seeded tree's): git's plumbing takes a file whose time is not the index's for a changed one, and ggml's
+    CMake asks `git diff-index --quiet HEAD` at the configure each checkout triggers: a touch in a later second
+    than the checkout baked "<commit>-dirty" into ggml-version.h, a generated file base's build does not have,
+    so a variant whose series compiles nothing here was a compiled change and measured (issue 37). Contents are
+    not changed: a file that differs from HEAD stays a change."""
+    vcs.git(tree, "update-index", "-q", "--refresh")
+
+
 @dataclass(frozen=True, kw_only=True)
 class _Job:
     """What every variant's build of one build_variants call shares."""
@@ -407,32 +414,38 @@ def build_one(
     variant's: Ninja recompiles what changed) and snapshot its binaries to bin/<variant>/; its seconds
     count from `t0` (its folders' seeding) or now."""
     t0 = time.monotonic() if t0 is None else t0
+    clock = _Phases(t0)
     rows = None if opts.full_rebuild else units.prepare(job.recipe, tree, bdir, state.head, job.tc.env)
     old = vcs.git(tree, "rev-parse", "HEAD").text.strip() if (tree / ".git").exists() else ""
     move_tree(job.ws, job.recipe, job.root, job.base, state.head, tree)
-    if old and old != state.head:  # newer than any object, whatever git or a seeded copy left (patchkit.build.seed)
-        for f in vcs.git(tree, "diff", "--name-only", old, state.head, check=True).text.split():
-            if (tree / f).is_file():
-                os.utime(tree / f)
+    if old and old != state.head:
+        touch_changed(tree, old, state.head)
     if rows is not None:
         rows.apply(tree, bdir)
         n, files = len(rows.cleared.units), ", ".join(rows.cleared.covered)
         print(f"{state.name}: {n} units not recompiled: the changed rows are not read there ({files})")
+    if (old and old != state.head) or rows is not None:
+        refresh_index(tree)
     (bdir / units.STAMP).unlink(missing_ok=True)
+    clock.lap("tree")
     configure(tree, bdir, opts, job.tc, job.logs / f"configure-{opts.config}-{state.name}.log")
+    clock.lap("configure")
     log = job.logs / f"build-{opts.config}-{state.name}.log"
     done_run = run_ninja(bdir, list(opts.targets), opts, job.tc, log, f"build {state.name}")
+    clock.lap("ninja")
     write_json(bdir / units.STAMP, {"head": state.head})
     steps = sum(1 for ln in done_run.stdout.splitlines() if _Progress._RE.match(ln))
     out = bin_dir(job.ws, job.recipe, opts, state.name)
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
+    facts = {}
     for t in opts.targets:
         exe = bdir / "bin" / t
         if not exe.is_file():
             raise BuildError(f"{state.name}: target {t} built but {exe} is missing (log: {log})")
-        shutil.copy2(exe, tmp / t)
+        facts[t] = copy_hashed(exe, tmp / t)
+    clock.lap("copy")
     seconds = time.monotonic() - t0
     result = BuildResult(
         variant=state.name,
@@ -444,12 +457,28 @@ def build_one(
         steps=steps,
         log=str(log),
         cleared=rows.cleared.to_dict() if rows is not None else {},
+        phases=clock.phases,
     )
-    write_json(tmp / "manifest.json", _manifest(job.ws, result, job.tc, opts, tmp))
+    write_json(tmp / "manifest.json", _manifest(job.ws, result, job.tc, opts, tmp, facts))
     shutil.rmtree(out, ignore_errors=True)
     os.replace(tmp, out)
-    print(f"{state.name}: built in {seconds:.0f} s ({steps} steps) -> {out}")
+    print(f"{state.name}: built in {seconds:.0f} s ({steps} steps; {clock}) -> {out}")
     return result
+
+
+class _Phases:
+    """The seconds of a build's parts, each from the end of the one before (the first from `t0`)."""
+
+    def __init__(self, t0: float):
+        self.last, self.phases = t0, {}
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.phases[name] = round(self.phases.get(name, 0.0) + now - self.last, 1)
+        self.last = now
+
+    def __str__(self) -> str:
+        return ", ".join(f"{k} {v:.1f} s" for k, v in self.phases.items())
 
 
 OnBuilt = Callable[[BuildResult, Path, Path], None]  # a variant's result, its tree and build folder

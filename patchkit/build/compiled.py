@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from patchkit import proc, vcs
@@ -75,24 +76,41 @@ def configure_inputs(bdir: Path, tree: Path, env: dict[str, str] | None = None) 
     if not out.ok or "input:" not in out.stdout:
         return None
     root = os.path.realpath(tree)
+    real = _resolver(bdir)
     files = set()
     for line in out.stdout.split("outputs:")[0].splitlines():
         p = line.strip().lstrip("|").strip()
-        full = os.path.realpath(p if os.path.isabs(p) else os.path.join(bdir, p))
+        full = real(p)
         if p and full.startswith(root + os.sep):
             files.add(os.path.relpath(full, root))
     return files
+
+
+def _resolver(bdir: Path) -> Callable[[str], str]:
+    """os.path.realpath of a path as a deps log or build.ninja names it (absolute, or relative to `bdir`),
+    remembered for the one parse: a full CUDA build's `ninja -t deps` names about 100,000 paths, mostly the same
+    few thousand headers, and realpath stats each part of each (tens of microseconds a line: seconds a parse)."""
+    known: dict[str, str] = {}
+
+    def real(p: str) -> str:
+        full = known.get(p)
+        if full is None:
+            full = known[p] = os.path.realpath(p if os.path.isabs(p) else os.path.join(bdir, p))
+        return full
+
+    return real
 
 
 def generated_inputs(deps_text: str, bdir: Path, tree: Path) -> set[str]:
     """The dependencies (`ninja -t deps` output) that lie in the build folder and not in the tree:
     what CMake or a custom command wrote there, relative to the build folder."""
     broot, troot = os.path.realpath(bdir), os.path.realpath(tree)
+    real = _resolver(bdir)
     out = set()
     for line in deps_text.splitlines():
         if not line.startswith(" ") or not (p := line.strip()):
             continue
-        full = os.path.realpath(p if os.path.isabs(p) else os.path.join(bdir, p))
+        full = real(p)
         if full.startswith(broot + os.sep) and not full.startswith(troot + os.sep):
             out.add(os.path.relpath(full, broot))
     return out
@@ -124,6 +142,8 @@ def ninja_deps(bdir: Path, tree: Path, env: dict[str, str] | None = None) -> dic
 def deps_by_object(text: str, bdir: Path, tree: Path) -> dict[str, set[str]]:
     """`ninja -t deps` output: object -> its dependency paths under `tree` (absolute, or relative to bdir)."""
     root = os.path.realpath(tree)
+    real = _resolver(bdir)
+    under: dict[str, str | None] = {}  # resolved path -> relative to the tree (None: outside it)
     out: dict[str, set[str]] = {}
     cur: set[str] | None = None
     for line in text.splitlines():
@@ -133,9 +153,11 @@ def deps_by_object(text: str, bdir: Path, tree: Path) -> dict[str, set[str]]:
         p = line.strip()
         if cur is None or not p:
             continue
-        full = os.path.realpath(p if os.path.isabs(p) else os.path.join(bdir, p))
-        if full.startswith(root + os.sep):
-            cur.add(os.path.relpath(full, root))
+        if p not in under:
+            full = real(p)
+            under[p] = os.path.relpath(full, root) if full.startswith(root + os.sep) else None
+        if (rel := under[p]) is not None:
+            cur.add(rel)
     return out
 
 

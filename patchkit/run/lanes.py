@@ -84,6 +84,7 @@ class BuildLane:
         self._builds_done = False
         self._error: BaseException | None = None
         self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue()
+        self._told_s = 0.0  # seconds in the builds' callbacks (which variants compile to base's code)
         self._thread = threading.Thread(target=self._run, name="cpu-lane", daemon=True)
         self._steps = threading.Thread(target=self._run_steps, name="cpu-steps", daemon=True)
 
@@ -133,21 +134,9 @@ class BuildLane:
 
         def built(r: build_mod.BuildResult, tree: Path, bdir: Path) -> None:
             """Each variant as it is built (the first before any other starts; the others maybe at once)."""
-            why = ""
-            assert first is not None  # told of the states' builds only
-            if r.variant == first.name:
-                self._record_isa()
-                if first.name == "base" and len(self.states) > 1:
-                    env = build_mod.toolchain(b).env
-                    base_inputs.append(compiled.compiled_inputs(bdir, tree, b.targets, env))
-            elif base_inputs and base_inputs[0]:
-                st = next(s for s in self.states if s.name == r.variant)
-                here = base_inputs[0]  # its generated files compared where this variant was built
-                inputs = here.at(bdir, tree) if isinstance(here, compiled.Inputs) else here
-                tree0 = ctx.ws.variants(ctx.recipe.name) / "base"
-                changed = compiled.changed_files(tree0, first.head, st.head)
-                layout = compiled.added_or_removed(tree0, first.head, st.head)
-                why = compiled.same_code_reason(changed, inputs, b.config, layout)
+            t = time.monotonic()
+            why = self._same_code_why(r, tree, bdir, first, base_inputs)
+            self._told_s += time.monotonic() - t
             with self._cond:
                 self._built.append(Bins(variant=r.variant, dir=Path(r.bin_dir), key=r.key))
                 if why:
@@ -164,6 +153,29 @@ class BuildLane:
         with self._cond:
             self._builds_done = True
             self._cond.notify_all()
+
+    def _same_code_why(
+        self, r: build_mod.BuildResult, tree: Path, bdir: Path, first: series.VariantState | None, base_inputs: list
+    ) -> str:
+        """Why the variant just built compiles to base's code ('' if it does not); base's compiled inputs
+        (Ninja's deps log) kept in `base_inputs` when it is the first."""
+        b, ctx = self.opts.build, self.ctx
+        why = ""
+        assert first is not None  # told of the states' builds only
+        if r.variant == first.name:
+            self._record_isa()
+            if first.name == "base" and len(self.states) > 1:
+                env = build_mod.toolchain(b).env
+                base_inputs.append(compiled.compiled_inputs(bdir, tree, b.targets, env))
+        elif base_inputs and base_inputs[0]:
+            st = next(s for s in self.states if s.name == r.variant)
+            here = base_inputs[0]  # its generated files compared where this variant was built
+            inputs = here.at(bdir, tree) if isinstance(here, compiled.Inputs) else here
+            tree0 = ctx.ws.variants(ctx.recipe.name) / "base"
+            changed = compiled.changed_files(tree0, first.head, st.head)
+            layout = compiled.added_or_removed(tree0, first.head, st.head)
+            why = compiled.same_code_reason(changed, inputs, b.config, layout)
+        return why
 
     def _record_isa(self) -> None:
         """A CPU build: the instruction set it compiled for (from its build folder) into env.json."""
@@ -204,7 +216,9 @@ class BuildLane:
         bundle.record(step)
         reused = len(results) - len(fresh)
         what = f"built {len(fresh)} in {step.seconds:.0f} s" if fresh else "nothing to build"
-        print(f"[{name}] ok: {what}{f', {reused} reused' if reused else ''} ({time.monotonic() - t0:.0f} s)")
+        checked = sum(r.phases.get("check", 0.0) for r in results)
+        parts = f"; reuse checks {checked:.1f} s, same-code inputs {self._told_s:.1f} s"
+        print(f"[{name}] ok: {what}{f', {reused} reused' if reused else ''} ({time.monotonic() - t0:.0f} s{parts})")
 
     # --- what the GPU lane asks
 

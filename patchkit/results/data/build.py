@@ -42,6 +42,7 @@ class BuildVariantData(Data):
     steps: int  # Ninja edges run (0 when reused)
     log: str  # relative to the run folder where it lies there
     cleared: ClearedData = ABSENT  # absent: runs before [[affects]] units
+    phases: dict[str, float] = ABSENT  # this run's seconds on it by part: tree, configure, ninja, copy; reused: check
 
 
 @dataclass(kw_only=True)
