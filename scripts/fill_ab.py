@@ -8,6 +8,9 @@ timed mean (test-backend-ops' avg_time_us, one sample a process) with its exact 
 and the initialize_tensors seconds of their phase lines (patches/local/0006).
 
     python3 scripts/fill_ab.py examples/h200-fill-ab
+
+Any two modes recorded the same way compare too: `--modes fast,chunks` reads perf-r<round>-{fast,chunks}.log (two
+builds, patches/local/0007 against 0008, both with GGML_TEST_PERF_FILL=fast: tests/fixtures/fill-chunks).
 """
 
 from __future__ import annotations
@@ -29,9 +32,9 @@ _spec.loader.exec_module(perf_budget)
 MODES = ("upstream", "fast")
 
 
-def read(folder: Path) -> dict[str, list]:
-    """mode -> its processes (perf_budget.Process), in round order."""
-    out: dict[str, list] = {m: [] for m in MODES}
+def read(folder: Path, modes: tuple[str, str] = MODES) -> dict[str, list]:
+    """mode -> its processes (perf_budget.Process), in round order (the first mode is the reference)."""
+    out: dict[str, list] = {m: [] for m in modes}
     for log in sorted((folder / "raw").glob("perf-r*-*.log"), key=lambda p: perf_budget._log_key(p)):
         m = re.match(r"perf-r\d+-(\w+)\.log$", log.name)
         if m and m.group(1) in out:
@@ -40,27 +43,28 @@ def read(folder: Path) -> dict[str, list]:
 
 
 def render(procs: dict[str, list]) -> str:
-    samples: dict[str, dict[str, list[float]]] = defaultdict(lambda: {m: [] for m in MODES})
+    a, b = modes = tuple(procs)
+    samples: dict[str, dict[str, list[float]]] = defaultdict(lambda: {m: [] for m in modes})
     for mode, ps in procs.items():
         for p in ps:
             for c in p.cases:
                 samples[c.params][mode].append(c.timed_s / c.n_runs * 1e6)
     lines = [
-        "| case | upstream us (median) | fast us (median) | fast / upstream [interval, coverage] |",
+        f"| case | {a} us (median) | {b} us (median) | {b} / {a} [interval, coverage] |",
         "|---|---|---|---|",
     ]
     for params, s in samples.items():
-        if not all(s[m] for m in MODES):
+        if not all(s[m] for m in modes):
             continue
-        r = stats.ratio(s["upstream"], s["fast"])
-        med = {m: stats.summarize(s[m]).median for m in MODES}
+        r = stats.ratio(s[a], s[b])
+        med = {m: stats.summarize(s[m]).median for m in modes}
         cover = f"{100 * r.ci_level:.1f} %" if r.ci_level is not None else "?"
         lines.append(
-            f"| {perf_budget.size_of(params)} | {med['upstream']:.2f} | {med['fast']:.2f} | "
+            f"| {perf_budget.size_of(params)} | {med[a]:.2f} | {med[b]:.2f} | "
             f"{r.ratio:.4f} [{r.ci_low:.4f}, {r.ci_high:.4f}], {cover} |"
         )
     lines.append("")
-    for mode in MODES:
+    for mode in modes:
         ps = procs[mode]
         wall = [p.wall_s for p in ps]
         init = [sum(x["init"] for x in p.phases) / 1e6 for p in ps if p.phases]
@@ -74,10 +78,15 @@ def render(procs: dict[str, list]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("folder", type=Path, help="the folder holding raw/perf-r*-{upstream,fast}.log")
+    ap.add_argument("--modes", default=",".join(MODES), help="the reference and the other mode (default upstream,fast)")
     a = ap.parse_args(argv)
-    procs = read(a.folder)
-    if not all(procs[m] for m in MODES):
-        print(f"{a.folder}: no raw/perf-r*-upstream.log or -fast.log", file=sys.stderr)
+    modes = tuple(a.modes.split(","))
+    if len(modes) != 2 or not all(re.fullmatch(r"\w+", m) for m in modes):
+        print(f"patchkit: error: --modes {a.modes!r}: two names joined by a comma (upstream,fast)", file=sys.stderr)
+        return 2
+    procs = read(a.folder, modes)
+    if not all(procs[m] for m in modes):
+        print(f"{a.folder}: no raw/perf-r*-{modes[0]}.log or -{modes[1]}.log", file=sys.stderr)
         return 2
     print(render(procs))
     return 0

@@ -19,7 +19,15 @@ import pytest
 
 # the default recipe's local test-only patches, in its series' order (recipes/default.toml): what the recipe,
 # the recipe editor and a wheel's record are checked against
-DEFAULT_LOCAL = ("perf-cases", "perf-min-time", "perf-fill-threads", "perf-fill-rows", "perf-phases", "perf-fill-fast")
+DEFAULT_LOCAL = (
+    "perf-cases",
+    "perf-min-time",
+    "perf-fill-threads",
+    "perf-fill-rows",
+    "perf-phases",
+    "perf-fill-fast",
+    "perf-fill-chunks",
+)
 
 
 def script(name: str):

@@ -40,7 +40,8 @@ from patchkit.workspace import machine_lock
 MIN_US_ENV = "GGML_TEST_PERF_MIN_US"  # patches/local/0002: the timed time of each case per process
 # set for every timing process (a binary without the local patches ignores them): patches/local/0006 prints each
 # case's set-up and timed seconds to stderr ("perf-phases:", read by scripts/perf_budget.py), 0007 fills tensors
-# faster (perf mode only; the timed loop is unchanged)
+# faster and 0008 in cache-sized chunks without a float copy, printing init's parts ("perf-init:") (perf mode only;
+# the timed loop is unchanged)
 PERF_ENV = {"GGML_TEST_PERF_PHASES": "1", "GGML_TEST_PERF_FILL": "fast"}
 
 # why a case stopped

@@ -114,6 +114,7 @@ def test_rewrite_recipe_onto_a_git_commit_drops_the_sdist_and_upstream_patches()
         "patches/local/0004-tests-fill-only-read-kv-rows.patch": "patches-b/local/0004.patch",
         "patches/local/0006-tests-perf-phase-times.patch": "patches-b/local/0006.patch",
         "patches/local/0007-tests-perf-fast-fill.patch": "patches-b/local/0007.patch",
+        "patches/local/0008-tests-perf-fill-chunks.patch": "patches-b/local/0008.patch",
     }
     out = recipe_edit.rewrite_recipe(text, name="n", base=base, files=files, dropped=dropped, note="n", prov={})
     r = parse_recipe(out, Path("recipes/n.toml"), root=ROOT)
@@ -125,7 +126,7 @@ def test_rewrite_recipe_onto_a_git_commit_drops_the_sdist_and_upstream_patches()
     )
     assert [p.file for p in r.series] == [
         "patches-b/0002.patch",
-        *(f"patches-b/local/000{i}.patch" for i in (1, 2, 3, 4, 6, 7)),
+        *(f"patches-b/local/000{i}.patch" for i in (1, 2, 3, 4, 6, 7, 8)),
     ]
     assert r.series[0].depends_on == ()  # 0001 is upstream now
     assert r.series[0].key == "0002"
