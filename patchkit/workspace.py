@@ -223,9 +223,7 @@ def take_lock(path: Path, *, shared: bool = False) -> tuple[int | None, str]:
     that are alive)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
-    except BlockingIOError:
+    if not _flock_now(fd, shared):
         try:
             with _records(path.parent, shared=True):  # read between two readers' changes
                 return None, _holders(_read(fd))
