@@ -418,13 +418,14 @@ def build_one(
     rows = None if opts.full_rebuild else units.prepare(job.recipe, tree, bdir, state.head, job.tc.env)
     old = vcs.git(tree, "rev-parse", "HEAD").text.strip() if (tree / ".git").exists() else ""
     move_tree(job.ws, job.recipe, job.root, job.base, state.head, tree)
-    if old and old != state.head:
+    moved = bool(old) and old != state.head
+    if moved:
         touch_changed(tree, old, state.head)
     if rows is not None:
         rows.apply(tree, bdir)
         n, files = len(rows.cleared.units), ", ".join(rows.cleared.covered)
         print(f"{state.name}: {n} units not recompiled: the changed rows are not read there ({files})")
-    if (old and old != state.head) or rows is not None:
+    if moved or rows is not None:
         refresh_index(tree)
     (bdir / units.STAMP).unlink(missing_ok=True)
     clock.lap("tree")
