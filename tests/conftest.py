@@ -4,6 +4,7 @@
 run it, for tests of what a command says and writes; a test of the process itself (its exit on a
 signal, what reaches a pipe, stdin that is not a terminal) starts a real `python -m patchkit`.
 `script` imports one of the project's scripts/ (not a package) as a module.
+`git` runs plain git for a test's own repositories (the one helper every tier uses).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import io
+import os
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +40,30 @@ def script(name: str):
     sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)
     return mod
+
+
+# a test's commits: a fixed author and committer (the user's may be unset), under the caller's own `env`
+GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t",
+}
+# `git(..., hermetic=True)`'s whole environment before the identity: no variable of this process's, no user or
+# system git config
+GIT_HERMETIC = {"PATH": "/usr/bin:/bin", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+def git(cwd: Path, *args: str, env: dict[str, str] | None = None, hermetic: bool = False, strip: bool = True) -> str:
+    """`git ARGS` in `cwd`, its stdout (stripped unless `strip` is false: a patch's text keeps its last lines);
+    an exit other than 0 fails the test with git's stderr. Plain git, not patchkit's `vcs`: what makes a
+    test's repository is not the code under test. The environment: this process's (`GIT_HERMETIC` alone if
+    `hermetic`), then `GIT_IDENTITY`, then `env`."""
+    full = {**(GIT_HERMETIC if hermetic else os.environ), **GIT_IDENTITY, **(env or {})}
+    r = subprocess.run(["git", *args], cwd=cwd, env=full, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} in {cwd} exited {r.returncode}: {r.stderr.strip()}")
+    return r.stdout.strip() if strip else r.stdout
 
 
 @dataclass(frozen=True)

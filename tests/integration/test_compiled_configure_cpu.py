@@ -6,7 +6,6 @@ still compiles to base's code, though its generated ggml-version.h holds another
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from patchkit.build import compiled
+from tests.conftest import git
 
 pytestmark = pytest.mark.skipif(
     not (shutil.which("cmake") and shutil.which("ninja") and shutil.which("c++")), reason="needs cmake, ninja, c++"
@@ -21,15 +21,9 @@ pytestmark = pytest.mark.skipif(
 TEMPLATE = "ggml/src/ggml-version.h.in"
 
 
-def _git(cwd: Path, *args: str) -> str:
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
-    r = subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env={**os.environ, **env})
-    return r.stdout.strip()
-
-
 def _build(tree: Path, bdir: Path, head: str) -> None:
     """What patchkit's build does for a variant: check out, configure, build (here: ggml-base only)."""
-    _git(tree, "checkout", "-q", "--detach", head)
+    git(tree, "checkout", "-q", "--detach", head)
     cfg = ["cmake", "-S", str(tree), "-B", str(bdir), "-G", "Ninja", "-DGGML_CUDA=OFF", "-DCMAKE_BUILD_TYPE=Release"]
     subprocess.run(["nice", "-n", "10", *cfg], check=True, capture_output=True)
     subprocess.run(
@@ -42,17 +36,17 @@ def test_a_changed_configure_template_is_a_compiled_change(work, base, tmp_path)
     tree.mkdir()
     archive = subprocess.run(["git", f"--git-dir={work.repo}", "archive", base.commit], check=True, capture_output=True)
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
-    _git(tree, "init", "-q")
-    _git(tree, "add", "-A")
-    _git(tree, "commit", "-qm", "base")
-    b0 = _git(tree, "rev-parse", "HEAD")
+    git(tree, "init", "-q")
+    git(tree, "add", "-A")
+    git(tree, "commit", "-qm", "base")
+    b0 = git(tree, "rev-parse", "HEAD")
     (tree / "README.md").write_text((tree / "README.md").read_text() + "\nA note.\n")
-    _git(tree, "commit", "-qam", "readme")
-    readme = _git(tree, "rev-parse", "HEAD")
-    _git(tree, "checkout", "-q", "--detach", b0)
+    git(tree, "commit", "-qam", "readme")
+    readme = git(tree, "rev-parse", "HEAD")
+    git(tree, "checkout", "-q", "--detach", b0)
     (tree / TEMPLATE).write_text((tree / TEMPLATE).read_text() + "#define GGML_PATCHED 1\n")
-    _git(tree, "commit", "-qam", "template")
-    templ = _git(tree, "rev-parse", "HEAD")
+    git(tree, "commit", "-qam", "template")
+    templ = git(tree, "rev-parse", "HEAD")
 
     _build(tree, bdir, b0)
     inputs = compiled.compiled_inputs(bdir, tree, ("ggml-base",))

@@ -6,7 +6,6 @@ table like the FA MMA one (real git, cmake, ninja, cc)."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 
 from patchkit.build import units
 from patchkit.recipe import Affects, load_recipe
+from tests.conftest import git
 
 pytestmark = pytest.mark.skipif(not (shutil.which("cmake") and shutil.which("ninja")), reason="needs cmake, ninja")
 
@@ -40,13 +40,6 @@ add_executable(t main.c u_1.c u_2.c u_3.c other.c)
 RULE = Affects(file="cfg.h", macro="CFG_CASE", params="", units=r"u_(?P<k>\d+)\.c", uses="k == n")
 
 
-def _git(cwd: Path, *args: str) -> str:
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
-    return subprocess.run(
-        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env={**os.environ, **env}
-    ).stdout.strip()
-
-
 def _ninja(bdir: Path) -> list[str]:
     """The objects Ninja compiled (its compile commands' -o)."""
     out = subprocess.run(["ninja", "-C", str(bdir), "-v"], check=True, capture_output=True, text=True).stdout
@@ -70,14 +63,14 @@ def project(tmp_path):
         (tree / name).write_text(text)
     for k in (1, 2, 3):
         (tree / f"u_{k}.c").write_text(UNIT.format(k=k))
-    _git(tree, "init", "-q")
-    _git(tree, "add", ".")
-    _git(tree, "commit", "-qm", "a")
-    a = _git(tree, "rev-parse", "HEAD")
+    git(tree, "init", "-q")
+    git(tree, "add", ".")
+    git(tree, "commit", "-qm", "a")
+    a = git(tree, "rev-parse", "HEAD")
     (tree / "cfg.h").write_text(CFG.replace("CFG_CASE(2, 20);", "CFG_CASE(2, 21);"))
-    _git(tree, "commit", "-qam", "b")
-    b = _git(tree, "rev-parse", "HEAD")
-    _git(tree, "checkout", "-q", "--detach", a)
+    git(tree, "commit", "-qam", "b")
+    b = git(tree, "rev-parse", "HEAD")
+    git(tree, "checkout", "-q", "--detach", a)
     bdir = tmp_path / "build"
     subprocess.run(["cmake", "-S", str(tree), "-B", str(bdir), "-G", "Ninja"], check=True, capture_output=True)
     assert len(_ninja(bdir)) == 5
@@ -92,7 +85,7 @@ def test_a_row_edit_recompiles_the_readers_only(project, tmp_path):
     assert prep is not None
     assert set(prep.cleared.units) == {"u_1.c", "u_3.c"}
     assert prep.cleared.covered == {"cfg.h": ["other.c", "u_2.c"]}
-    _git(tree, "checkout", "-q", "--detach", b)
+    git(tree, "checkout", "-q", "--detach", b)
     prep.apply(tree, bdir)
     assert _ninja(bdir) == ["other.c.o", "u_2.c.o"]
     assert _run(bdir) == "10 21 30 61"
@@ -119,7 +112,7 @@ def test_nothing_is_prepared_when_the_last_build_did_not_finish_at_the_head(proj
         is None
     )
     # without the rule's help Ninja recompiles every includer
-    _git(tree, "checkout", "-q", "--detach", b)
+    git(tree, "checkout", "-q", "--detach", b)
     assert _ninja(bdir) == ["other.c.o", "u_1.c.o", "u_2.c.o", "u_3.c.o"]
     assert _run(bdir) == "10 21 30 61"
 
@@ -128,16 +121,16 @@ def test_a_row_comment_ending_in_a_backslash_clears_nothing_and_the_program_is_t
     # issue 29: the comment splices the next row (3) into it: the text shows row 2 changed, the compiler
     # reads row 3 gone too (was: u_1.c and u_3.c cleared, the stale u_3.c.o linked: "10 21 30 61")
     tree, bdir, a, _ = project
-    _git(tree, "checkout", "-q", "--detach", a)
+    git(tree, "checkout", "-q", "--detach", a)
     (tree / "cfg.h").write_text(CFG.replace("CFG_CASE(2, 20);", "CFG_CASE(2, 21); // tuned \\"))
-    _git(tree, "commit", "-qam", "c")
-    c = _git(tree, "rev-parse", "HEAD")
-    _git(tree, "checkout", "-q", "--detach", a)
+    git(tree, "commit", "-qam", "c")
+    c = git(tree, "rev-parse", "HEAD")
+    git(tree, "checkout", "-q", "--detach", a)
     recipe = dataclasses.replace(load_recipe(None), affects=(RULE,))
     assert units.prepare(recipe, tree, bdir, c, None) is None
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 1 and "every unit including cfg.h is compiled" in out[0] and "other changed rows" in out[0]
     assert not [p for p in bdir.iterdir() if p.name.startswith(".patchkit-rows-")]
-    _git(tree, "checkout", "-q", "--detach", c)
+    git(tree, "checkout", "-q", "--detach", c)
     assert _ninja(bdir) == ["other.c.o", "u_1.c.o", "u_2.c.o", "u_3.c.o"]
     assert _run(bdir) == "10 21 0 31"

@@ -27,6 +27,7 @@ from patchkit.build import compiled
 from patchkit.recipe import load_recipe
 from patchkit.series import VariantState
 from patchkit.workspace import Workspace
+from tests.conftest import git
 
 pytestmark = pytest.mark.skipif(
     not (shutil.which("cmake") and shutil.which("ninja") and shutil.which("cc")), reason="needs cmake, ninja, cc"
@@ -67,21 +68,15 @@ SOURCES = {
 }
 
 
-def _git(cwd: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t"}
-    env["GIT_COMMITTER_EMAIL"] = "t@t"
-    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
-
-
 def _checkout_a_second_earlier(real):
     """build_mod.move_tree as it is, its checkout then set 5 s in the past (files and the index's record of them)."""
 
     def move(ws, recipe, root, base, head, tree=None):
         out = real(ws, recipe, root, base, head, tree)
         old = time.time_ns() - 5_000_000_000
-        for f in _git(out, "ls-files").split():
+        for f in git(out, "ls-files").split():
             os.utime(out / f, ns=(old, old))
-        _git(out, "update-index", "-q", "--refresh")
+        git(out, "update-index", "-q", "--refresh")
         return out
 
     return move
@@ -90,22 +85,22 @@ def _checkout_a_second_earlier(real):
 def test_a_variant_that_changes_no_compiled_file_is_not_dirty(tmp_path, monkeypatch):
     repo = tmp_path / "repo"
     repo.mkdir()
-    _git(repo, "init", "-q")
+    git(repo, "init", "-q")
     for rel, text in SOURCES.items():
         (repo / rel).write_text(text)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "base")
-    base = _git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    base = git(repo, "rev-parse", "HEAD")
     (repo / "gpu.cu").write_text("// a faster kernel\n")
-    _git(repo, "commit", "-qam", "0001: the kernel only")
-    head = _git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "commit", "-qam", "0001: the kernel only")
+    head = git(repo, "rev-parse", "HEAD")
 
     ws = Workspace(root=tmp_path / "w")
     recipe = load_recipe("default")
     opts = dataclasses.replace(build_mod.options_from(recipe, backend="cpu"), targets=("toy",), cmake_options=())
     root = build_mod.build_root(ws, recipe, opts)
     tree, bdir = root / "tree", root / "build"
-    _git(repo, "worktree", "add", "-q", "--detach", str(tree), base)
+    git(repo, "worktree", "add", "-q", "--detach", str(tree), base)
     job = build_mod._Job(
         recipe=recipe, base=None, ws=ws, opts=opts, tc=build_mod.toolchain(opts), root=root, logs=tmp_path / "logs"
     )

@@ -5,7 +5,6 @@ changes, and links a binary that differs; Ninja's command hash is the one its ow
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from patchkit.build import seed
+from tests.conftest import git
 
 pytestmark = pytest.mark.skipif(
     not (shutil.which("cmake") and shutil.which("ninja") and shutil.which("cc")), reason="needs cmake, ninja, cc"
@@ -34,12 +34,6 @@ SOURCES = {
 _BUILT = re.compile(r"Building C object CMakeFiles/toy\.dir/(\S+)\.o")
 
 
-def _git(cwd: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t"}
-    env["GIT_COMMITTER_EMAIL"] = "t@t"
-    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
-
-
 def _run(*args: str | Path) -> str:
     return subprocess.run([str(a) for a in args], check=True, capture_output=True, text=True).stdout
 
@@ -54,28 +48,28 @@ def built(tmp_path):
     built in src/build; a second worktree (elsewhere, another path length) at the first commit too."""
     repo = tmp_path / "repo"
     repo.mkdir()
-    _git(repo, "init", "-q")
+    git(repo, "init", "-q")
     for rel, text in SOURCES.items():
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo / rel).write_text(text)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "one")
-    first = _git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "one")
+    first = git(repo, "rev-parse", "HEAD")
     (repo / "a.c").write_text('#include "toy.h"\nint a(void) { return 40; }\n')
-    _git(repo, "commit", "-qam", "two: a returns 40")
+    git(repo, "commit", "-qam", "two: a returns 40")
     src = tmp_path / "src"
-    _git(repo, "worktree", "add", "-q", "--detach", str(src / "tree"), first)
+    git(repo, "worktree", "add", "-q", "--detach", str(src / "tree"), first)
     _run("cmake", "-S", src / "tree", "-B", src / "build", "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release")
     assert _built(src / "build") == ["a.c", "b.c", "main.c"]
     assert _run(src / "build" / "toy") == "3\n"
     mine = tmp_path / "each" / "variant-with-a-longer-name"
-    _git(repo, "worktree", "add", "-q", "--detach", str(mine / "tree"), first)
+    git(repo, "worktree", "add", "-q", "--detach", str(mine / "tree"), first)
     return repo, src, mine
 
 
 def _seed(src: Path, mine: Path, tmp_path: Path) -> dict:
     assert seed.copy_mtimes(src / "tree", mine / "tree") == len(SOURCES)
-    _git(mine / "tree", "update-index", "-q", "--refresh")
+    git(mine / "tree", "update-index", "-q", "--refresh")
     return seed.seed_folder(src / "tree", src / "build", mine / "tree", mine / "build", None, tmp_path / "seed.log")
 
 
@@ -105,7 +99,7 @@ def test_a_seeded_folder_has_nothing_to_build_at_the_same_commit(built, tmp_path
 def test_the_seeded_folder_recompiles_the_changed_unit_and_the_binary_differs(built, tmp_path):
     repo, src, mine = built
     _seed(src, mine, tmp_path)
-    _git(mine / "tree", "checkout", "-q", "--detach", "--force", _git(repo, "rev-parse", "master").strip())
+    git(mine / "tree", "checkout", "-q", "--detach", "--force", git(repo, "rev-parse", "master"))
     assert _built(mine / "build") == ["a.c"]  # the changed unit, and not the others
     assert _run(mine / "build" / "toy") == "42\n" and _run(src / "build" / "toy") == "3\n"
     # a header changed after the seed: its includers, from the deps log the seed rewrote

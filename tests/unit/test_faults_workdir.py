@@ -5,6 +5,7 @@ a wrong or changed sdist hash once the base is cached (defect 1), a copied or mo
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -21,17 +22,14 @@ from patchkit import build, series, source
 from patchkit.errors import ApplyError, FetchError, PatchkitError
 from patchkit.recipe import load_recipe
 from patchkit.workspace import MARKER, Workspace
-from tests.conftest import Ran, patchkit_main
+from tests.conftest import Ran, git, patchkit_main
 
 ROOT = Path(__file__).resolve().parents[2]
-GIT_ENV = {  # fixed dates: the same edit gives the same patch file every time
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@t",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@t",
+GIT_DATES = {  # fixed dates: the same edit gives the same patch file every time
     "GIT_AUTHOR_DATE": "2001-01-01T00:00:00+0000",
     "GIT_COMMITTER_DATE": "2001-01-01T00:00:00+0000",
 }
+_git = functools.partial(git, env=GIT_DATES)
 FILES = {
     "toy_sdist-1.0/pyproject.toml": b"[project]\nname = 'toy-sdist'\n",
     "toy_sdist-1.0/vendor/llama.cpp/CMakeLists.txt": b"project(toy)\n",
@@ -67,21 +65,15 @@ def toy_sdist(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def git(cwd: Path, *args: str) -> str:
-    r = subprocess.run(["git", *args], cwd=cwd, env={**os.environ, **GIT_ENV}, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return r.stdout.strip()
-
-
 def make_patch(ws: Workspace, base: source.BaseInfo, tmp: Path, rel: str, old: str, new: str, subject: str) -> str:
     """A real format-patch: the edit committed on a worktree of the base."""
     wt = tmp / f"wt-{hashlib.sha256(subject.encode()).hexdigest()[:8]}"
-    git(ws.repo, "worktree", "add", "--detach", str(wt), base.commit)
+    _git(ws.repo, "worktree", "add", "--detach", str(wt), base.commit)
     f = wt / rel
     f.write_text(f.read_text().replace(old, new))
-    git(wt, "commit", "-q", "-am", subject)
-    text = git(wt, "format-patch", "--stdout", "-1", "HEAD")
-    git(ws.repo, "worktree", "remove", "--force", str(wt))
+    _git(wt, "commit", "-q", "-am", subject)
+    text = _git(wt, "format-patch", "--stdout", "-1", "HEAD")
+    _git(ws.repo, "worktree", "remove", "--force", str(wt))
     return text + "\n"
 
 
@@ -170,7 +162,7 @@ def test_a_copied_work_folder_is_refused_and_the_original_is_untouched(toy):
     toy.write_patches()
     states, errors = toy.apply()
     assert not errors and len(states) == 3
-    heads = {s.name: git(toy.ws.variants("toy") / s.name, "rev-parse", "HEAD") for s in states}
+    heads = {s.name: _git(toy.ws.variants("toy") / s.name, "rev-parse", "HEAD") for s in states}
     copy = toy.tmp / "copy"
     shutil.copytree(toy.ws.root, copy, symlinks=True)
     with pytest.raises(PatchkitError) as e:
@@ -184,7 +176,7 @@ def test_a_copied_work_folder_is_refused_and_the_original_is_untouched(toy):
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "moved or copied" in r.stderr, r.stderr
     for name, head in heads.items():
         tree = toy.ws.variants("toy") / name
-        assert git(tree, "rev-parse", "HEAD") == head and "a = 11" not in (tree / "ggml/src/a.c").read_text()
+        assert _git(tree, "rev-parse", "HEAD") == head and "a = 11" not in (tree / "ggml/src/a.c").read_text()
     # a copy made before work folders had their record: found by its worktree links
     (copy / MARKER).unlink()
     with pytest.raises(PatchkitError, match=f"was made at {toy.ws.root}"):
@@ -336,10 +328,10 @@ def test_a_failing_variant_keeps_its_last_good_tree_and_the_others(toy):
     assert [s.name for s in states] == ["base", "+0001"] and len(errors) == 1
     assert isinstance(errors[0], ApplyError) and "patches/0002-b.patch" in str(errors[0])
     trees = toy.ws.variants("toy")
-    assert git(trees / "+0001+0002", "rev-parse", "HEAD") == before["+0001+0002"]
+    assert _git(trees / "+0001+0002", "rev-parse", "HEAD") == before["+0001+0002"]
     assert "b = 20" in (trees / "+0001+0002" / "ggml/src/b.c").read_text()  # the last good tree, not the base
-    assert git(trees / "+0001", "rev-parse", "HEAD") == before["+0001"]
-    assert git(trees / "base", "rev-parse", "HEAD") == toy.base.commit
+    assert _git(trees / "+0001", "rev-parse", "HEAD") == before["+0001"]
+    assert _git(trees / "base", "rev-parse", "HEAD") == toy.base.commit
     assert not list((toy.ws.cache / "tmp").glob("apply-*"))  # no scratch tree left behind
     toy.write_patches()  # fixed again: the variant is up to date with no work
     states, errors = toy.apply()
@@ -352,12 +344,12 @@ def test_a_series_of_60_patches_applies_with_bounded_folder_names(tmp_path):
     holding its key; its display name stays the whole name."""
     toy = Toy(tmp_path)
     wt = tmp_path / "wt"
-    git(toy.ws.repo, "worktree", "add", "--detach", str(wt), toy.base.commit)
+    _git(toy.ws.repo, "worktree", "add", "--detach", str(wt), toy.base.commit)
     for i in range(1, 61):
         (wt / f"ggml/src/n{i:04d}.txt").write_text(f"{i}\n")
-        git(wt, "add", "-A")
-        git(wt, "commit", "-q", "-m", f"add n{i:04d}")
-    git(wt, "format-patch", "-q", "-60", "-o", str(toy.proj / "patches"), "--zero-commit", "HEAD")
+        _git(wt, "add", "-A")
+        _git(wt, "commit", "-q", "-m", f"add n{i:04d}")
+    _git(wt, "format-patch", "-q", "-60", "-o", str(toy.proj / "patches"), "--zero-commit", "HEAD")
     files = sorted(p.name for p in (toy.proj / "patches").glob("00*-add-*.patch"))
     assert len(files) == 60
     text = (toy.proj / "recipes" / "toy.toml").read_text().split("[[series]]")[0]
@@ -385,8 +377,8 @@ def test_a_patch_saved_with_crlf_applies_as_plain_git_am_applies_it(tmp_path):
     p = toy.proj / "patches" / "0001-a.patch"
     p.write_bytes(p.read_bytes().replace(b"\n", b"\r\n"))
     wt = tmp_path / "plain"
-    git(toy.ws.repo, "worktree", "add", "--detach", str(wt), toy.base.commit)
-    git(wt, "am", str(p))  # plain git am applies it
+    _git(toy.ws.repo, "worktree", "add", "--detach", str(wt), toy.base.commit)
+    _git(wt, "am", str(p))  # plain git am applies it
     assert (wt / "ggml/src/a.c").read_bytes() == b"int a = 10;\n"
     recipe = toy.recipe()
     _, errors = series.apply_all(recipe, toy.base, toy.ws, series.plan_variants(recipe))
@@ -404,15 +396,15 @@ def test_a_patch_writing_through_a_link_an_earlier_patch_added_is_one_clear_line
     added (plain `git am` refuses it too: "affected file ... is beyond a symbolic link")."""
     toy = Toy(tmp_path)
     wt = tmp_path / "wt"
-    git(toy.ws.repo, "worktree", "add", "--detach", str(wt), toy.base.commit)
+    _git(toy.ws.repo, "worktree", "add", "--detach", str(wt), toy.base.commit)
     (wt / "ggml/lnk").symlink_to("src")
-    git(wt, "add", "-A")
-    git(wt, "commit", "-q", "-m", "link")
+    _git(wt, "add", "-A")
+    _git(wt, "commit", "-q", "-m", "link")
     (wt / "ggml/src/new.c").write_text("int n;\n")
-    git(wt, "add", "-A")
-    git(wt, "commit", "-q", "-m", "new file")
+    _git(wt, "add", "-A")
+    _git(wt, "commit", "-q", "-m", "new file")
     out = tmp_path / "out"
-    git(wt, "format-patch", "-q", "-2", "-o", str(out), "HEAD")
+    _git(wt, "format-patch", "-q", "-2", "-o", str(out), "HEAD")
     link, new = sorted(out.glob("*.patch"))
     (toy.proj / "patches" / "0001-a.patch").write_bytes(link.read_bytes())
     (toy.proj / "patches" / "0002-b.patch").write_text(new.read_text().replace("ggml/src/new.c", "ggml/lnk/new.c"))

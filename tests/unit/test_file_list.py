@@ -4,7 +4,7 @@ units, with real git."""
 
 from __future__ import annotations
 
-import subprocess
+import functools
 from pathlib import Path
 
 import pytest
@@ -14,14 +14,9 @@ from patchkit.build import compiled, unitcheck
 from patchkit.report.check import counts
 from patchkit.report.evidence import CheckConfig
 from patchkit.results.data.check import CheckItem
+from tests.conftest import git
 
-ENV = {"GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@a", "GIT_COMMITTER_NAME": "a", "GIT_COMMITTER_EMAIL": "a@a"}
-
-
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env={**ENV, "PATH": "/usr/bin"}
-    ).stdout.strip()
+_git = functools.partial(git, hermetic=True)  # no variable of this process, no git config of the user's
 
 
 def _commit(repo: Path, msg: str) -> str:

@@ -4,8 +4,8 @@ the per-patch trial on a tiny real git repo (clean, 3way, upstream, conflict).""
 from __future__ import annotations
 
 import argparse
+import functools
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -18,7 +18,7 @@ from patchkit.maintain import bases, rebase, recipe_edit, trial
 from patchkit.parsers.patch import parse_hunks, split_hunks
 from patchkit.recipe import Base, GitBase, Patch, SdistBase, parse_recipe
 from patchkit.workspace import Workspace
-from tests.conftest import DEFAULT_LOCAL, patchkit_main
+from tests.conftest import DEFAULT_LOCAL, git, patchkit_main
 
 ROOT = Path(__file__).resolve().parents[2]
 SHA_A = "a" * 40
@@ -283,22 +283,15 @@ def test_split_hunks_gives_standalone_patches():
 # the trial on a tiny real repo
 
 
-def _run(cwd: Path, *args: str, input: bytes | None = None) -> str:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@t",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@t",
+# fixed dates: the same edit gives the same commit; no git config of the user's
+_run = functools.partial(
+    git,
+    env={
         "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+0000",
         "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+0000",
         **vcs.NEUTRAL_ENV,
-    }
-    return (
-        subprocess.run(["git", *args], cwd=cwd, env=env, input=input, capture_output=True, check=True)
-        .stdout.decode()
-        .strip()
-    )
+    },
+)
 
 
 def _lines(n: int, **changed: str) -> str:

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
+import functools
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,12 +13,16 @@ from patchkit.errors import RecipeError
 from patchkit.recipe import Affects, parse_recipe
 from patchkit.run import scope
 from patchkit.workspace import Workspace
+from tests.conftest import git
 
 HEADER = Path(__file__).resolve().parents[1] / "fixtures" / "sweep" / "fattn-mma-f16.cuh"
 TEXT = HEADER.read_bytes().decode("utf-8", "surrogateescape")
 MACRO = "GGML_CUDA_FATTN_MMA_CONFIG_CASE"
 ROW = "GGML_CUDA_FATTN_MMA_CONFIG_CASE(256, 256,  8, 128, 2,  64, 128, 128, 128, 2, true);"
 RULE = Affects(file="ggml/src/ggml-cuda/fattn-mma-f16.cuh", macro=MACRO, params="hsk={DKQ},hsv={DV},")
+
+
+_git = functools.partial(git, hermetic=True)  # no variable of this process, no git config of the user's
 
 
 def _edit(text: str, old: str, new: str) -> str:
@@ -77,12 +81,6 @@ def test_recipe_affects_is_checked(tmp_path):
         parse_recipe(base + '[[affects]]\nfile = "a.h"\nmacro = "M"\nparams = "p"\nnope = 1\n', tmp_path)
 
 
-def _git(cwd: Path, *args: str) -> str:
-    env = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(cwd), "PATH": "/usr/bin:/bin"}
-    ident = ["-c", "user.name=t", "-c", "user.email=t@t"]
-    return subprocess.run(["git", *ident, *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
-
-
 @pytest.fixture
 def repo(tmp_path):
     """A work folder whose cache repo holds three commits: the header, a row edit, a code edit."""
@@ -103,7 +101,7 @@ def repo(tmp_path):
         header.write_bytes(text.encode("utf-8", "surrogateescape"))
         _git(src, "add", "-A")
         _git(src, "commit", "-q", "-m", "c")
-        commits.append(_git(src, "rev-parse", "HEAD").strip())
+        commits.append(_git(src, "rev-parse", "HEAD"))
     ws.repo.parent.mkdir(parents=True, exist_ok=True)
     _git(tmp_path, "clone", "-q", "--bare", str(src), str(ws.repo))
     return ws, commits

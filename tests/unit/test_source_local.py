@@ -3,9 +3,8 @@ not no local git; a base is "verified upstream" only where it was compared with 
 
 from __future__ import annotations
 
+import functools
 import json
-import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -13,14 +12,9 @@ from patchkit import source
 from patchkit.errors import FetchError
 from patchkit.recipe import Base, GitBase
 from patchkit.workspace import Workspace
+from tests.conftest import git
 
-ENV = {"GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@a", "GIT_COMMITTER_NAME": "a", "GIT_COMMITTER_EMAIL": "a@a"}
-
-
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env={**ENV, "PATH": "/usr/bin"}
-    ).stdout.strip()
+_git = functools.partial(git, hermetic=True)  # no variable of this process, no git config of the user's
 
 
 @pytest.fixture

@@ -8,16 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.conftest import git
 from tests.conftest import script as _script
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures"
 INST = "ggml/src/ggml-cuda/template-instances"
-
-
-def _git(repo: Path, *args: str) -> str:
-    cmd = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo), *args]
-    return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
 
 
 def test_the_split_patch_holds_each_line_of_each_real_instance_once_and_applies(tmp_path):
@@ -26,9 +22,9 @@ def test_the_split_patch_holds_each_line_of_each_real_instance_once_and_applies(
     (tree / INST).mkdir(parents=True)
     for f in (FIX / "sweep" / "template-instances").iterdir():
         (tree / INST / f.name).write_bytes(f.read_bytes())
-    _git(tree, "init", "-q")
-    _git(tree, "add", "-A")
-    _git(tree, "commit", "-qm", "base")
+    git(tree, "init", "-q")
+    git(tree, "add", "-A")
+    git(tree, "commit", "-qm", "base")
     out = tmp_path / "0005.patch"
     r = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "split_fattn_instances.py"), str(tree), "-o", str(out)],
@@ -37,10 +33,10 @@ def test_the_split_patch_holds_each_line_of_each_real_instance_once_and_applies(
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
     )
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip().endswith("6 units split") and _git(tree, "status", "--porcelain") == ""
+    assert r.stdout.strip().endswith("6 units split") and git(tree, "status", "--porcelain") == ""
     text = out.read_text()
     assert text.startswith("From " + "0" * 40) and "Local, build-only patch for patchkit measurements" in text
-    _git(tree, "am", "-q", str(out))
+    git(tree, "am", "-q", str(out))
     before: dict[str, list[str]] = {}
     for f in (FIX / "sweep" / "template-instances").iterdir():
         assert not (tree / INST / f.name).exists()

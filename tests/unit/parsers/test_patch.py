@@ -3,6 +3,7 @@ output that real git makes here."""
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 from patchkit import vcs
 from patchkit.parsers import CONFLICT, Hunk, conflict_files, parse_hunks, split_hunks
+from tests.conftest import git
 
 from .conftest import ROOT
 
@@ -18,8 +20,9 @@ BASE_A = "".join(f"a line {i}\n" for i in range(1, 41))
 BASE_B = "".join(f"b line {i}\n" for i in range(1, 11))
 
 
-def _git(repo: Path, *args: str, input: bytes | None = None) -> vcs.GitResult:
-    return vcs.git(repo, *args, input=input, env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t"})
+# the repository made by plain git, without the user's git config (as vcs.git runs it); what the parser is fed
+# (`git apply`, `git am -3`) comes through vcs.git, as patchkit.maintain.trial runs it
+_git = functools.partial(git, env=vcs.NEUTRAL_ENV)
 
 
 def _repo(tmp_path: Path) -> Path:
@@ -39,7 +42,7 @@ def _patch(repo: Path) -> str:
     (repo / "a.txt").write_text(a)
     (repo / "b.txt").write_text(BASE_B.replace("b line 10\n", "b line ten"))  # no newline at the end
     _git(repo, "commit", "-q", "-am", "change")
-    text = _git(repo, "format-patch", "-1", "--stdout").stdout.decode()
+    text = _git(repo, "format-patch", "-1", "--stdout", strip=False)
     _git(repo, "reset", "-q", "--hard", "HEAD~1")
     return text
 
@@ -72,9 +75,9 @@ def test_git_made_patch_hunks_apply_one_by_one(tmp_path):
     assert [h for h, _ in parts] == hunks
     assert parts[2][1].endswith("\\ No newline at end of file\n")
     for _h, body in parts:  # each one applies on its own to the base ...
-        assert _git(repo, "apply", "--check", "-", input=body.encode()).ok
+        assert vcs.git(repo, "apply", "--check", "-", input=body.encode()).ok
     for _h, body in parts:  # ... and all of them give what the whole patch gives
-        assert _git(repo, "apply", "-", input=body.encode()).ok
+        assert vcs.git(repo, "apply", "-", input=body.encode()).ok
     assert (repo / "a.txt").read_text().count("added after 35") == 1
     assert (repo / "b.txt").read_text().endswith("b line ten")
 
@@ -86,7 +89,7 @@ def test_conflicts_named_by_git_am(tmp_path):
     _git(repo, "rm", "-q", "b.txt")
     _git(repo, "commit", "-q", "-am", "upstream")
     (tmp_path / "x.patch").write_text(text)
-    r = _git(repo, "am", "-3", str(tmp_path / "x.patch"))
+    r = vcs.git(repo, "am", "-3", str(tmp_path / "x.patch"))
     assert not r.ok
     out = r.output
     assert "CONFLICT (content): Merge conflict in a.txt" in out and "CONFLICT (modify/delete): b.txt" in out
