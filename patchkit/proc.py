@@ -456,6 +456,101 @@ def quote(argv: list[str]) -> str:
     return shlex.join(str(a) for a in argv)
 
 
+class _Output:
+    """Where a program's output goes (`run` starts and waits): the log (the command line, then stdout, or both
+    streams, then the exit line), stderr in `stderr_log(log)` with `separate`, stdout kept for the Completed,
+    the last stderr lines for a failure's message, each stdout line echoed with `stream` and given to `on_line`."""
+
+    def __init__(self, log: Path | None, separate: bool, stream: bool, on_line: Callable[[str], None] | None):
+        self.log, self.separate, self.stream, self.on_line = log, separate, stream, on_line
+        self.err_path = stderr_log(log) if (log is not None and separate) else None
+        self.chunks: list[str] = []  # stdout's lines (both streams' unless `separate`)
+        self.err_tail: list[str] = []  # stderr's last 20 lines, with `separate`
+        self.ends_line = True  # whether the log's last write ended a line (the exit line starts a new one)
+        self._logf = self._errf = None  # one thread writes each
+
+    @contextlib.contextmanager
+    def opened(self, cmdline: str, cwd: Path | None):
+        """The log (and stderr's) open for writing, the command line (and folder) at its top."""
+        with contextlib.ExitStack() as files:
+            if self.log is not None:
+                self._logf = files.enter_context(open(self.log, "w", encoding="utf-8"))
+            if self.err_path is not None:
+                self._errf = files.enter_context(open(self.err_path, "w", encoding="utf-8"))
+            if self._logf:
+                self._logf.write(f"$ {cmdline}\n" + (f"# cwd: {cwd}\n" if cwd else ""))
+                self._logf.flush()
+            yield self
+
+    def pump_out(self, stream_in) -> None:
+        for line in stream_in:
+            self.chunks.append(line)
+            if self._logf:
+                self._logf.write(line)
+                self.ends_line = line.endswith("\n")
+            if self.stream:
+                sys.stderr.write(line)
+            if self.on_line is not None:
+                self.on_line(line)
+
+    def pump_err(self, stream_in) -> None:
+        for line in stream_in:
+            if self._errf is not None:
+                self._errf.write(line)
+            self.err_tail[:] = [*self.err_tail[-19:], line]
+
+    def finish(self, returncode: int | None, seconds: float) -> None:
+        """The log's last line, once the files are closed: `# exit: N, S s` (N: `timeout` past the timeout)."""
+        if self.log is not None:
+            status = returncode if returncode is not None else "timeout"
+            with open(self.log, "a", encoding="utf-8") as f:
+                f.write(("" if self.ends_line else "\n") + f"# exit: {status}, {seconds:.1f} s\n")
+
+    def show_tail(self) -> None:
+        """A failure's last lines of output on stderr."""
+        tail = "".join(self.chunks[-20:] + self.err_tail)
+        if tail:
+            sys.stderr.write(tail if tail.endswith("\n") else tail + "\n")
+
+
+def _start_and_wait(
+    args: list[str],
+    cwd: Path | None,
+    env: dict[str, str],
+    output: _Output,
+    timeout: float | None,
+    stop: threading.Event | None,
+) -> int | None:
+    """Start the program in a session of its own (its pipes read by `output`), register it (`_started`: a hold
+    taken since the caller's `_wait_if_held` stops it), wait for it (`_wait`), unregister it (`_ended`), and
+    give its exit status (None: it ran past `timeout`). This order is what holds, signals and kills rely on."""
+    with subprocess.Popen(
+        args,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE if output.separate else subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        errors="replace",
+        start_new_session=True,  # its processes, Ninja's compiles included, are found by session
+        preexec_fn=_preexec(os.getpid(), _watchdog_fd(), getattr(_local, "nice", 0)),
+    ) as p:
+        readers = [threading.Thread(target=output.pump_out, args=(p.stdout,), daemon=True)]
+        if output.separate:
+            readers.append(threading.Thread(target=output.pump_err, args=(p.stderr,), daemon=True))
+        for reader in readers:
+            reader.start()
+        _started(p.pid)
+        try:
+            returncode = _wait(p, timeout, stop)
+        finally:
+            _ended(p.pid)
+        for reader in readers:
+            reader.join(timeout=10)
+    return returncode
+
+
 def run(
     argv: list[str | os.PathLike],
     *,
@@ -481,9 +576,7 @@ def run(
     (`sampling`).
     """
     args = [str(a) for a in argv]
-    full_env = dict(os.environ)
-    if env:
-        full_env.update(env)
+    full_env = {**os.environ, **(env or {})}
     args[0] = which(args[0], full_env)
     cmdline = quote(args)
     if echo:
@@ -493,78 +586,15 @@ def run(
         log.parent.mkdir(parents=True, exist_ok=True)
     _wait_if_held()
     start = time.monotonic()
-    out_chunks: list[str] = []
-    err_tail: list[str] = []
-    err_path = stderr_log(log) if (log is not None and separate_stderr) else None
-    with (
-        open(log, "w", encoding="utf-8") if log is not None else contextlib.nullcontext() as logf,
-        open(err_path, "w", encoding="utf-8") if err_path is not None else contextlib.nullcontext() as errf,
-    ):
-        if logf:
-            logf.write(f"$ {cmdline}\n" + (f"# cwd: {cwd}\n" if cwd else ""))
-            logf.flush()
-        lock = threading.Lock()
-        ends_line = [True]  # whether the log's last write ended a line (the exit line starts a new one)
-
-        def pump(stream_in, keep: bool = True) -> None:
-            for line in stream_in:
-                if keep:
-                    out_chunks.append(line)
-                elif errf is not None:
-                    errf.write(line)
-                    err_tail[:] = [*err_tail[-19:], line]
-                    continue
-                else:
-                    err_tail[:] = [*err_tail[-19:], line]
-                with lock:
-                    if logf and keep:
-                        logf.write(line)
-                        ends_line[0] = line.endswith("\n")
-                if not keep:
-                    continue
-                if stream:
-                    sys.stderr.write(line)
-                if on_line is not None:
-                    on_line(line)
-
-        with subprocess.Popen(
-            args,
-            cwd=cwd,
-            env=full_env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE if separate_stderr else subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            errors="replace",
-            start_new_session=True,  # its processes, Ninja's compiles included, are found by session
-            preexec_fn=_preexec(os.getpid(), _watchdog_fd(), getattr(_local, "nice", 0)),
-        ) as p:
-            readers = [threading.Thread(target=pump, args=(p.stdout,), daemon=True)]
-            if separate_stderr:
-                readers.append(threading.Thread(target=pump, args=(p.stderr, False), daemon=True))
-            for reader in readers:
-                reader.start()
-            _started(p.pid)
-            try:
-                returncode = _wait(p, timeout, stop)
-            finally:
-                _ended(p.pid)
-            for reader in readers:
-                reader.join(timeout=10)
+    output = _Output(log, separate_stderr, stream, on_line)
+    with output.opened(cmdline, cwd):
+        returncode = _start_and_wait(args, cwd, full_env, output, timeout, stop)
     seconds = time.monotonic() - start
-    if log is not None:
-        with open(log, "a", encoding="utf-8") as f:
-            f.write(
-                ("" if ends_line[0] else "\n")
-                + f"# exit: {returncode if returncode is not None else 'timeout'}, {seconds:.1f} s\n"
-            )
+    output.finish(returncode, seconds)
     check_interrupt()  # a program that ended on or after an interrupt proves nothing: never a result
-    out = "".join(out_chunks)
-    done = Completed(argv=args, returncode=returncode, seconds=seconds, log=log, stdout=out)
+    done = Completed(argv=args, returncode=returncode, seconds=seconds, log=log, stdout="".join(output.chunks))
     if check and not done.ok:
         if not stream:
-            tail = "".join(out_chunks[-20:] + err_tail)
-            if tail:
-                sys.stderr.write(tail if tail.endswith("\n") else tail + "\n")
+            output.show_tail()
         raise CommandError(args, returncode, log)
     return done
