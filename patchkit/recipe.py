@@ -6,10 +6,8 @@ and benchmarks to run, and the author's prose for the report. See recipes/defaul
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import difflib
-import re
 import sys
 import types
 import typing
@@ -21,9 +19,11 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from patchkit import backends, expr, vendored
+from patchkit import backends, vendored
 from patchkit.errors import RecipeError
 from patchkit.option_set import default
+from patchkit.recipe_affects import Affects, check_affects
+from patchkit.recipe_affects import parse_uses as parse_uses  # patchkit.build.units reads it here
 from patchkit.workspace import SAFE_RULE, is_safe_component
 
 DEFAULT_RECIPE = "default"
@@ -183,19 +183,6 @@ class Prose:
     notes: tuple[str, ...] = ()
     ai_disclosure: str = ""
     related: tuple[str, ...] = ()  # related upstream PRs/issues: "ggml-org/llama.cpp#15035: what it is", or URLs
-
-
-@dataclass(frozen=True, kw_only=True)
-class Affects:
-    """A [[affects]] rule: a change that only edits rows of `macro` in `file` can affect only the
-    test-backend-ops cases matching `params`, a regex with each row's columns put in ({DKQ}). Used by
-    `--changed` (patchkit.run.scope); a change the rules do not cover can affect every case."""
-
-    file: str  # path in the llama.cpp tree
-    macro: str  # the function-like macro each row calls
-    params: str  # e.g. 'hsk={DKQ},hsv={DV},'
-    units: str = ""  # regex of unit paths whose code reads only the rows `uses` selects (patchkit.build.units)
-    uses: str = ""  # e.g. 'ncols1 * ncols2 == ncols': whether such a unit reads a row
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -401,7 +388,7 @@ def _parse_affects(data: dict, file: Path) -> tuple:
         raise RecipeError(f"{file}: affects: expected an array of tables ([[affects]])")
     affects = tuple(_convert(t, Affects, f"affects[{i}]", file) for i, t in enumerate(affects_raw))
     for i, a in enumerate(affects):
-        _check_affects(a, f"affects[{i}]", file)
+        check_affects(a, f"affects[{i}]", file)
     return affects
 
 
@@ -488,41 +475,6 @@ def _base_from_table(base: Base, file: Path) -> Base:
     v = found[0]
     sd = SdistBase(name=vendored.SDIST_NAME, version=v.version, sha256=v.sha256, subdir=vendored.SUBDIR)
     return dataclasses.replace(base, source="sdist", upstream=f"{repo}@{v.commit}", sdist=sd)
-
-
-def _check_affects(a: Affects, where: str, file: Path) -> None:
-    if not re.fullmatch(r"[A-Za-z_]\w*", a.macro):
-        raise RecipeError(f"{file}: {where}.macro: {a.macro!r} is not a macro name")
-    if not a.file or a.file.startswith("/") or ".." in Path(a.file).parts:
-        raise RecipeError(f"{file}: {where}.file: {a.file!r}: expected a path inside the llama.cpp tree")
-    try:
-        re.compile(re.sub(r"\{\w+\}", "0", a.params))
-    except re.error as e:
-        raise RecipeError(f"{file}: {where}.params: not a regex with {{column}} fields: {e}") from None
-    _check_units(a, f"{file}: {where}")
-
-
-def _check_units(a: Affects, where: str) -> None:
-    """`units` and `uses` come together, `units` is a regex, `uses` an expression (patchkit.expr)."""
-    if bool(a.units) != bool(a.uses):
-        raise RecipeError(f"{where}: units and uses go together (one is set, the other not)")
-    if not a.units:
-        return
-    try:
-        re.compile(a.units)
-    except re.error as e:
-        raise RecipeError(f"{where}.units: not a regex: {e}") from None
-    parse_uses(a.uses, where)
-
-
-def parse_uses(text: str, where: str) -> ast.Expression:
-    """An [[affects]] rule's `uses`, checked; the recipe's error names the rule."""
-    try:
-        return expr.parse(text)
-    except expr.ExpressionError as e:
-        if e.syntax:
-            raise RecipeError(f"{where}.uses: {text!r} is not an expression: {e.syntax}") from None
-        raise RecipeError(f"{where}.uses: {text!r}: {e.node} is not allowed ({expr.ALLOWED})") from None
 
 
 def _profiles(value: object, file: Path) -> dict[str, Profile]:
