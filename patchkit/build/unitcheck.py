@@ -31,9 +31,10 @@ from patchkit.build import (
 )
 from patchkit.parsers.compiler import failed_objects
 from patchkit.recipe import Recipe
-from patchkit.results.data.check import CheckItem
+from patchkit.results.data.check import LOCAL_AT_BASE, CheckItem
 from patchkit.series import VariantState
 from patchkit.source import BaseInfo, open_cache_repo, show
+from patchkit.vcs import Repo
 from patchkit.workspace import Workspace
 
 NOT_CONFIGURED = "not built by this configuration (no Ninja target for it)"
@@ -91,6 +92,28 @@ def compile_units(
     return errs, outside
 
 
+def patch_files(repo: Repo, commits: list[str]) -> list[str]:
+    """The files the patch commits change, each against its parent (the patch's own change, whatever was
+    applied before it), in order, each once (a renamed file under both its names)."""
+    out: list[str] = []
+    for c in commits:
+        out += repo.run("diff-tree", "--no-commit-id", "--name-only", "-r", "--no-renames", "-z", c).split("\0")
+    return list(dict.fromkeys(f for f in out if f))
+
+
+def variant_change(repo: Repo, base_commit: str, state: VariantState) -> tuple[list[str], str]:
+    """What a variant's compile check compiles for: (its changed files, the commit the [[affects]] rows are
+    compared with). A PR variant: the files of its PR (non-local) patches, each patch's commit against its
+    parent, so that a local test-only patch's files are never a PR variant's change in whatever order the
+    patches were applied; compared with the parent of its first PR patch (patchkit.series applies the local
+    patches first: the variant's tree without its PR patches). A variant with no PR patch (base): every file
+    it changes against the upstream commit (its local patches' files)."""
+    pr = [p["commit"] for p in state.patches if not p.get("local")]
+    if not pr:
+        return repo.run("diff", "--no-renames", "--name-only", base_commit, state.head).split(), base_commit
+    return patch_files(repo, pr), repo.run("rev-parse", f"{pr[0]}^")
+
+
 def _units(tree: Path, changed: list[str], backend: str) -> tuple[list[str], dict[str, set[str]]]:
     """The translation units of the tree's own layout that are, or include, a changed file (for CUDA:
     those of ggml-cuda), and the include graph they were found with."""
@@ -108,12 +131,13 @@ def _check_one(
     ws: Workspace,
     state: VariantState,
     one: BuildOptions,
-    changed: list[str],
+    change: tuple[list[str], str],
     logs: Path,
     also: tuple[str, ...] = (),
     fresh: bool = False,
 ) -> list[CheckItem]:
-    """One variant's compile check for one configuration (one arch). `also`: units compiled beside the
+    """One variant's compile check for one configuration (one arch). `change`: its changed files and the
+    commit they are compared with (variant_change). `also`: units compiled beside the
     variant's own (the series end's, so that every variant has the resource report of the kernels the
     series changes: patchkit.measure.occupancy_formula's predictions compare variants kernel by kernel;
     for base, the units of `check(base_units=...)`), paths or globs under the tree (`{root}`: its source
@@ -126,9 +150,10 @@ def _check_one(
     tree = move_tree(ws, recipe, root, base, state.head)
     bdir = root / "build"
     configure(tree, bdir, one, tc, logs / f"check-configure-{one.config}.log")
+    changed, since = change
     sources, graph = _units(tree, changed, one.backend)
     items: list[CheckItem] = []
-    cleared = {} if one.full_rebuild else _cleared(recipe, ws, tree, base.commit, state.head, changed, graph)
+    cleared = {} if one.full_rebuild else _cleared(recipe, ws, tree, since, state.head, changed, graph)
     if cleared:
         sources = [s for s in sources if s not in cleared]
         print(f"check {state.name} arch {arch}: {len(cleared)} units left out: the changed rows are not read there")
@@ -181,29 +206,60 @@ def check(
     logs: Path,
     base_units: tuple[str, ...] = (),
 ) -> list[CheckItem]:
-    """Compile only the TUs the series touches, for each arch and each patched variant; with `base_units`
-    (paths or globs, see `expand`), base too compiles those units (when base is among `states`), so that
-    the kernels base launches get the resource report (patchkit.measure.check.base_units says which)."""
+    """Compile only the TUs the series touches, for each arch: each PR variant those its PR patches touch
+    (variant_change), base (when among `states`) those the local test-only patches touch, once, and with
+    `base_units` (paths or globs, see `expand`) those units too, so that the kernels base launches get the
+    resource report (patchkit.measure.check.base_units says which). Without base, a unit only the local
+    patches touch is not compile-checked: an item left out (LOCAL_AT_BASE) says so."""
     items: list[CheckItem] = []
     patched = [s for s in states if s.name != "base"] or states
-    at_base = next((s for s in states if s.name == "base"), None) if base_units else None
+    at_base = next((s for s in states if s.name == "base"), None)
     if at_base is patched[-1]:
-        at_base = None  # only base: the check compiles what base's (empty) change touches, as before
+        at_base = None  # only base: the check compiles what base's change (its local patches) touches, as before
     repo = open_cache_repo(ws)
-    # each variant compiles the translation units its own patches touch (local test-only patches too)
-    changed_by = {s.name: repo.run("diff", "--no-renames", "--name-only", base.commit, s.head).split() for s in patched}
+    change = {s.name: variant_change(repo, base.commit, s) for s in patched}
+    # the local patches' files (every variant holds the same ones); with base alone they are its change
+    local = (
+        []
+        if patched[-1].name == "base"
+        else patch_files(repo, [p["commit"] for p in patched[-1].patches if p.get("local")])
+    )
     for arch in opts.archs or ("cpu",):
         one = BuildOptions(**{**asdict(opts), "archs": (arch,) if backends.get(opts.backend).archs else ()})
         with ws.lock(ws.builds(recipe.name, f"check-{one.config}")):
             # the series end first: the units it compiles are compiled for the other variants too
-            end = _check_one(recipe, base, ws, patched[-1], one, changed_by[patched[-1].name], logs)
+            end = _check_one(recipe, base, ws, patched[-1], one, change[patched[-1].name], logs)
+            reach = _local_units(ws, recipe, one, local) if local else []  # the end's tree holds the local patches
             also = tuple(i.source for i in compiled(end) if i.source.endswith(".cu"))
+            mine: list[CheckItem] = []
             for state in patched[:-1]:
-                items += _check_one(recipe, base, ws, state, one, changed_by[state.name], logs, also)
-            items += end
-            if at_base is not None:
-                items += _check_one(recipe, base, ws, at_base, one, [], logs, base_units, fresh=True)
+                mine += _check_one(recipe, base, ws, state, one, change[state.name], logs, also)
+            mine += end
+            if at_base is not None and (base_units or reach):
+                at = variant_change(repo, base.commit, at_base)
+                mine += _check_one(recipe, base, ws, at_base, one, at, logs, base_units, fresh=True)
+            elif reach:
+                mine += _not_at_base(reach, mine, one)
+            items += mine
     return items
+
+
+def _local_units(ws: Workspace, recipe: Recipe, one: BuildOptions, files: list[str]) -> list[str]:
+    """The units of the configuration the local patches' `files` reach, in the check's tree (at a variant's
+    head: every variant holds the local patches)."""
+    root = ws.builds(recipe.name, f"check-{one.config}")
+    sources, _ = _units(root / "tree", files, one.backend)
+    return list(object_targets(root / "build", sources, toolchain(one).env)) if sources else []
+
+
+def _not_at_base(reach: list[str], done: list[CheckItem], one: BuildOptions) -> list[CheckItem]:
+    """The local patches' units no PR variant compiled, as left out: without base, nothing compiles them."""
+    arch = one.archs[0] if one.archs else "cpu"
+    seen = {i.source for i in compiled(done)}
+    left = [s for s in reach if s not in seen]
+    if left:
+        print(f"check arch {arch}: {len(left)} units only local patches touch are not compiled: {LOCAL_AT_BASE}")
+    return [CheckItem(variant="base", arch=arch, source=s, ok=True, cleared=LOCAL_AT_BASE) for s in left]
 
 
 def compiled(items: list[CheckItem]) -> list[CheckItem]:

@@ -10,7 +10,7 @@ from patchkit.report.not_tested import cc
 from patchkit.report.part import Missing, Section
 from patchkit.report.runview import RunView
 from patchkit.results import Step
-from patchkit.results.data.check import CheckData
+from patchkit.results.data.check import LOCAL_AT_BASE, CheckData
 
 STEP = "check:"
 
@@ -52,13 +52,13 @@ def counts(c: CheckConfig) -> list[str]:
 
 
 def _left_reasons(left: list) -> dict[str, int]:
-    """Units left out, counted by why: the configuration does not build them, or ([[affects]] units) the
-    changed rows are not read there."""
+    """Units left out, counted by why: the configuration does not build them, only local patches touch them
+    and base was not checked, or ([[affects]] units) the changed rows are not read there."""
     out: dict[str, int] = {}
     for it in left:
         why = (
             "left out: " + it.cleared
-            if it.cleared.startswith("not built by this configuration")
+            if it.cleared.startswith("not built by this configuration") or it.cleared == LOCAL_AT_BASE
             else "including a changed file left out: the changed rows are not read there"
         )
         out[why] = out.get(why, 0) + 1
@@ -86,14 +86,27 @@ def markdown(ev: Evidence, multi: bool) -> list[Block]:
 
 
 def not_tested(runs: list[RunView], ev: Evidence) -> list[Missing]:
-    """The arches only compile-checked (built, not run)."""
+    """The arches only compile-checked (built, not run), and those where units only the local patches touch
+    were not compile-checked (base, which compiles them, was not checked)."""
     ran = {f"{c[0]}{c[1]}" for r in runs if r.env.get("gpu") and (c := cc((r.env.get("gpu") or {}).get("cc")))}
     checked = sorted({str(it.arch) for b in ev.builds for c in b.checks for it in c.items if it.ok} - ran)
-    return (
+    out = (
         [Missing("archs", 0, "Compile-checked only (built, not run) for arch: " + ", ".join(checked) + ".")]
         if checked
         else []
     )
+    local: dict[str, set[str]] = {}
+    for it in (it for b in ev.builds for c in b.checks for it in c.items if it.cleared == LOCAL_AT_BASE):
+        local.setdefault(str(it.arch), set()).add(it.source)
+    if local:
+        per = ", ".join(f"{a} ({len(s)} units)" for a, s in local.items())
+        why = "base, which compiles them, was not among the checked variants"
+        out.append(
+            Missing(
+                "archs", 0, f"Units only local test-only patches change: not compile-checked for arch {per} ({why})."
+            )
+        )
+    return out
 
 
 SECTION = Section("check", STEP, "builds", "Builds", evidence, markdown, not_tested)

@@ -48,21 +48,22 @@ def test_expand_finds_the_units_under_either_layout(tmp_path):
 class _State:
     def __init__(self, name: str, head: str):
         self.name, self.head = name, head
+        self.patches = [{"commit": f"c{i}", "local": False} for i in range(1, int(head) + 1)]  # no local patch
 
 
 def test_check_compiles_base_last_with_its_units_fresh(monkeypatch, tmp_path):
     calls = []
 
-    def one(recipe, base, ws, state, opts, changed, logs, also=(), fresh=False):
-        calls.append((state.name, tuple(changed), also, fresh))
+    def one(recipe, base, ws, state, opts, change, logs, also=(), fresh=False):
+        calls.append((state.name, tuple(change[0]), also, fresh))
         src = "ggml/src/ggml-cuda/fattn.cu" if state.name != "base" else "ggml/src/ggml-cuda/v.cu"
         return [unitcheck.CheckItem(variant=state.name, arch="89", source=src, ok=True)]
 
     class Repo:
         @staticmethod
         def run(*a):
-            assert a[0] == "diff"
-            return "ggml/src/ggml-cuda/fattn.cu"
+            assert a[0] in ("diff", "diff-tree", "rev-parse")
+            return "" if a[0] == "diff" else "p" if a[0] == "rev-parse" else "ggml/src/ggml-cuda/fattn.cu\0"
 
     class Ws:
         def lock(self, p):

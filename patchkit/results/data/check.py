@@ -7,6 +7,10 @@ from dataclasses import dataclass
 
 from patchkit.results.data.base import ABSENT, Data, StepData
 
+# CheckItem.cleared of a unit only local (test-only) patches change, in a check without base: the PR variants compile
+# the units of their own (non-local) patches, base those of the local patches (patchkit.build.unitcheck.check)
+LOCAL_AT_BASE = "a local patch's unit: compile-checked with base only, and base was not among the checked variants"
+
 
 @dataclass(kw_only=True)
 class CheckItem(Data):
