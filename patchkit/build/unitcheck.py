@@ -253,9 +253,11 @@ def _local_units(ws: Workspace, recipe: Recipe, one: BuildOptions, files: list[s
 
 
 def _not_at_base(reach: list[str], done: list[CheckItem], one: BuildOptions) -> list[CheckItem]:
-    """The local patches' units no PR variant compiled, as left out: without base, nothing compiles them."""
+    """The local patches' units no PR variant considered, as left out: without base, nothing compiles them. A unit
+    a PR variant compiled or left out itself ([[affects]]: the changed rows are not read there) is listed once,
+    with that variant's item."""
     arch = one.archs[0] if one.archs else "cpu"
-    seen = {i.source for i in compiled(done)}
+    seen = {i.source for i in done}
     left = [s for s in reach if s not in seen]
     if left:
         print(f"check arch {arch}: {len(left)} units only local patches touch are not compiled: {LOCAL_AT_BASE}")

@@ -7,7 +7,7 @@ recorders, since which units are selected needs no compile."""
 
 from __future__ import annotations
 
-import subprocess
+import functools
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -20,8 +20,8 @@ from patchkit.report.check import not_tested
 from patchkit.report.evidence import CheckConfig
 from patchkit.results.data.check import LOCAL_AT_BASE
 from patchkit.workspace import Workspace
+from tests.conftest import git
 
-ENV = {"GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@a", "GIT_COMMITTER_NAME": "a", "GIT_COMMITTER_EMAIL": "a@a"}
 CUDA = "ggml/src/ggml-cuda"
 FILES = {
     f"{CUDA}/fattn.cu": '#include "fattn-mma.cuh"\nint fattn;\n',
@@ -67,10 +67,7 @@ arch = ["89"]
 """
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env={**ENV, "PATH": "/usr/bin"}
-    ).stdout.strip()
+_git = functools.partial(git, hermetic=True)
 
 
 def _patch(repo: Path, up: str, out: Path, edits: dict[str, str | None]) -> None:
