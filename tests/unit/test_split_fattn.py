@@ -115,3 +115,11 @@ def test_bank_4_references_are_compared_by_symbol_and_every_other_instruction_wi
     # and a bank-4 slot that names another symbol differs
     other = {**sb, min(k for k, v in sb.items() if v == "$str$1"): "$str$2"}
     assert check.normalize(b, other) != na
+
+
+def test_the_sass_check_reads_the_parts_of_both_splits():
+    check = _script("fattn_sass_check")
+    name = "fattn-mma-f16-instance-ncols1_8-ncols2_1-dkq_{}.cu"
+    assert check.PART.fullmatch(name.format("not256")).groups() == ("ncols1_8-ncols2_1", "not256")
+    assert check.PART.fullmatch(name.format("576")).groups() == ("ncols1_8-ncols2_1", "576")
+    assert check.PART.fullmatch("fattn-mma-f16-instance-ncols1_8-ncols2_1.cu") is None
