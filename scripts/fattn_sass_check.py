@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Prove that splitting the FA MMA instance units per head size changes no kernel (patches/local/0005).
+"""Prove that splitting the FA MMA instance units changes no kernel (patches/local/0005 and 0009).
 
     python3 scripts/fattn_sass_check.py --tree TREE --build BUILD --cuobjdump CUOBJDUMP --out DIR \
         [--units ncols1_8-ncols2_1,ncols1_2-ncols2_4] [--dkq all|256] [-j N]
 
-TREE: a llama.cpp tree holding the split units (`...-ncols1_A-ncols2_B-dkq_D.cu`) and git history;
+TREE: a llama.cpp tree holding the split units (`...-ncols1_A-ncols2_B-dkq_D.cu`, per head size, 0005; or
+`...-dkq_D.cu` and `...-dkq_notD.cu`, head size D and the rest, 0009) and git history;
 BUILD: a CUDA build folder configured by CMake (its compile_commands.json, else `ninja -t compdb`: the
 Ninja flags of the FA MMA instance units are used as they are, only the source and object changed).
 The unsplit originals are read with git from the parent of the commit that added the split files
@@ -16,7 +17,8 @@ its functions are compared, name and SASS text (every instruction and its encodi
 as one: cuobjdump pads the columns to the file's longest instruction), with those of its
 split parts (`--dkq all`: every part, which must hold exactly the same functions; `--dkq 256`: the
 hs256 part, whose functions must be the unsplit unit's, identical; a kernel two parts both hold must be
-identical in both). cuobjdump needs nvdisasm on PATH or NVDISASM_PATH. DIR/summary.txt: one line per
+identical in both, and the line counts those held by more than one part). cuobjdump needs nvdisasm on
+PATH or NVDISASM_PATH. DIR/summary.txt: one line per
 unit and the verdict; DIR/times.tsv: the CPU seconds (user+sys) and wall seconds of each compile;
 exit 1 if any kernel differs.
 """
@@ -34,7 +36,7 @@ from pathlib import Path
 from patchkit import proc, vcs
 
 INST = "ggml/src/ggml-cuda/template-instances"
-PART = re.compile(r"fattn-mma-f16-instance-(ncols1_\d+-ncols2_\d+)-dkq_(\d+)\.cu")
+PART = re.compile(r"fattn-mma-f16-instance-(ncols1_\d+-ncols2_\d+)-dkq_((?:not)?\d+)\.cu")  # D or notD
 FUNC = re.compile(r"^\s*Function : (\S+)\s*$")
 RAW: dict[Path, dict[str, str]] = {}  # object -> function -> its SASS before the bank-4 references are named
 REUSE = False  # --reuse: an object compiled before (with its .time) is not compiled again
@@ -160,7 +162,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--cuobjdump", default="cuobjdump")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--units", default="ncols1_8-ncols2_1,ncols1_2-ncols2_4")
-    ap.add_argument("--dkq", default="all", help="all, or one head size (the split part compared alone)")
+    ap.add_argument("--dkq", default="all", help="all, or one part (256, not256) compared alone")
     ap.add_argument("-j", "--jobs", type=int, default=1)
     ap.add_argument("--reuse", action="store_true", help="keep the objects (and times) of an earlier run in DIR")
     a = ap.parse_args(argv)
@@ -187,9 +189,11 @@ def main(argv: list[str]) -> int:
         mine = [p for p in parts if PART.fullmatch(p.name)[1] == u]
         split: dict[str, str] = {}
         raw_split: dict[str, str] = {}
+        shared = set()  # kernels more than one part holds
         for p in mine:
             fs = functions(a.cuobjdump, out / "obj" / f"{p.stem}.o")
             raw_split.update(RAW[out / "obj" / f"{p.stem}.o"])
+            shared |= set(fs) & set(split)
             # a template both parts instantiate (flash_attn_combine_results<512>: DV 512 of dkq 512 and 576)
             bad += sum(1 for n in set(fs) & set(split) if fs[n] != split[n])
             split.update(fs)
@@ -203,8 +207,9 @@ def main(argv: list[str]) -> int:
         lines.append(
             f"{u}: {len(whole)} kernels unsplit, {len(split)} in {len(mine)} split parts (dkq {a.dkq}); "
             f"{same} identical SASS ({slot} of them only once bank-4 slots are read as their symbols), "
-            f"{len(differ)} differ, {len(missing)} in one side only"
+            f"{len(differ)} differ, {len(missing)} in one side only, {len(shared)} in more than one part"
         )
+        lines += [f"  in more than one part: {n}" for n in sorted(shared)]
         lines += [f"  differs: {n}" for n in differ] + [f"  one side only: {n}" for n in missing]
     lines.append("verdict: " + ("every compared kernel's SASS is identical" if not bad else f"{bad} differences"))
     (out / "summary.txt").write_text("\n".join(lines) + "\n")

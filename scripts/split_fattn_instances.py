@@ -12,6 +12,12 @@ below and written with `git format-patch --no-renames` (git through patchkit.vcs
 from whatever base the tree holds. ggml-cuda's CMakeLists.txt globs `template-instances/fattn-mma*.cu`:
 no CMake change is needed.
 `--numbers FILE` appends FILE's text (the measured numbers) to the message.
+
+`--dkq D` splits each unit in two instead (patches/local/0009 with D = 256): `...-dkq_D.cu` holds its
+lines of head size D, `...-dkq_notD.cu` all its other lines (a unit without a line of D becomes its
+`-dkq_notD.cu` alone, one with only such lines its `-dkq_D.cu`), so that a row of head size D is read in
+the `dkq_D` units and a row of any other head size in the `dkq_notD` ones (the default recipe's
+[[affects]] rule). Its default output is patches/local/0009-..., its message says so.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ INSTANCES = "ggml/src/ggml-cuda/template-instances"
 UNIT = re.compile(r"fattn-mma-f16-instance-ncols1_(\d+)-ncols2_(\d+)\.cu")
 DECL = re.compile(r"^DECL_FATTN_MMA_F16_CASE\((\d+), *(\d+), *(\d+), *(\d+)\);$")
 OUT = "patches/local/0005-cuda-fattn-mma-instances-per-head-size.patch"
+OUT2 = "patches/local/0009-cuda-fattn-mma-instances-hs{dkq}-and-rest.patch"  # --dkq D
 IDENT = {
     "GIT_AUTHOR_NAME": "patchkit seed port",
     "GIT_AUTHOR_EMAIL": "seed-port@patchkit.invalid",
@@ -55,14 +62,46 @@ The CMake glob template-instances/fattn-mma*.cu picks the new files up.
 The kernels are the same: scripts/fattn_sass_check.py compares the SASS
 of every kernel of the split and unsplit units.
 """
+SUBJECT2 = "cuda: FA MMA instance units split in two, head size {dkq} and the rest"
+BODY2 = """\
+Local, build-only patch for patchkit measurements; not part of the PR.
+
+Each template-instances/fattn-mma-f16-instance-ncols1_A-ncols2_B.cu
+instantiated the MMA kernel for every head size, so an edit of one
+head size's row of the MMA config table (fattn-mma-f16.cuh) recompiled
+all of them: in the warm loop on the H200 a (256, 256, 8) row edit
+rebuilt the four ncols1*ncols2 == 8 units, 36.7-53.2 s each, beside
+fattn.cu's 34.6 s (examples/h200-2026-12-05, .ninja_log).
+
+Split every such unit in two: ...-ncols1_A-ncols2_B-dkq_{dkq}.cu holds
+its DECL_FATTN_MMA_F16_CASE line of head size {dkq}, and
+...-ncols1_A-ncols2_B-dkq_not{dkq}.cu all its other lines, as the original
+has them (a unit without a head size {dkq} line is renamed to its
+-dkq_not{dkq}.cu), so that the recipe's [[affects]] rule can leave the
+other part alone: two units per instance instead of one per head size
+(patches/local/0005), fewer extra units for the same gain on rows of
+head size {dkq}. The CMake glob template-instances/fattn-mma*.cu picks
+the new files up. The kernels are the same: scripts/fattn_sass_check.py
+compares the SASS of every kernel of the split and unsplit units.
+"""
 
 
 def git(cwd: Path, *args: str, env: dict | None = None) -> str:
     return vcs.git(cwd, *args, env=env, check=True).stdout.decode()
 
 
-def split(folder: Path) -> int:
-    """Replace each unsplit instance unit of `folder` by its per-head-size parts; the number of units split."""
+def parts(by_dkq: dict[int, list[str]], two: int | None) -> dict[str, list[str]]:
+    """A unit's parts: name suffix (after `-dkq_`) -> its lines; one per head size, or with `two` = D the
+    lines of D and the rest (`notD`), an empty part left out."""
+    if two is None:
+        return {str(k): v for k, v in by_dkq.items()}
+    out = {str(two): by_dkq.get(two, []), f"not{two}": [x for k, v in by_dkq.items() if k != two for x in v]}
+    return {k: v for k, v in out.items() if v}
+
+
+def split(folder: Path, two: int | None = None) -> int:
+    """Replace each unsplit instance unit of `folder` by its parts (per head size, or with `two` = D head
+    size D and the rest); the number of units split."""
     n = 0
     for f in sorted(folder.iterdir()):
         m = UNIT.fullmatch(f.name)
@@ -83,8 +122,8 @@ def split(folder: Path) -> int:
             if (d[3], d[4]) != m.groups():
                 raise SystemExit(f"split_fattn_instances: {f}: {lines[i].strip()} does not match the file's name")
             by_dkq.setdefault(int(d[1]), []).append(lines[i])
-        for dkq, mine in by_dkq.items():
-            (folder / f"{f.stem}-dkq_{dkq}.cu").write_text("".join(head) + "".join(mine))
+        for suffix, mine in parts(by_dkq, two).items():
+            (folder / f"{f.stem}-dkq_{suffix}.cu").write_text("".join(head) + "".join(mine))
         f.unlink()
         n += 1
     return n
@@ -93,26 +132,31 @@ def split(folder: Path) -> int:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("tree", type=Path)
-    ap.add_argument("-o", "--output", type=Path, default=Path(OUT))
+    ap.add_argument("-o", "--output", type=Path)
     ap.add_argument("--numbers", type=Path, help="text appended to the message (the measured numbers)")
+    ap.add_argument("--dkq", type=int, help="split each unit in two: this head size and the rest (0009)")
     a = ap.parse_args(argv)
     tree = a.tree.resolve()
+    output = a.output or Path(OUT if a.dkq is None else OUT2.format(dkq=a.dkq))
+    subject, body = (SUBJECT, BODY) if a.dkq is None else (SUBJECT2.format(dkq=a.dkq), BODY2.format(dkq=a.dkq))
     with tempfile.TemporaryDirectory(prefix="split-fattn-") as tmp:
         wt = Path(tmp) / "tree"
         git(tree, "worktree", "add", "--detach", "-q", str(wt), "HEAD")
         try:
-            n = split(wt / INSTANCES)
+            n = split(wt / INSTANCES, a.dkq)
             if not n:
                 raise SystemExit(f"split_fattn_instances: {tree / INSTANCES}: no unsplit FA MMA instance unit")
-            body = BODY + ("\n" + a.numbers.read_text() if a.numbers else "")
+            if a.dkq is not None and not list((wt / INSTANCES).glob(f"*-dkq_{a.dkq}.cu")):
+                raise SystemExit(f"split_fattn_instances: {tree / INSTANCES}: no line of DKQ {a.dkq}")
+            body += "\n" + a.numbers.read_text() if a.numbers else ""
             git(wt, "add", "-A", INSTANCES)
-            git(wt, "commit", "-q", "--no-verify", "-m", SUBJECT, "-m", body.rstrip("\n"), env=IDENT)
+            git(wt, "commit", "-q", "--no-verify", "-m", subject, "-m", body.rstrip("\n"), env=IDENT)
             patch = git(wt, "format-patch", "-1", "--no-renames", "--no-signature", "--stdout", "HEAD")
         finally:
             git(tree, "worktree", "remove", "--force", str(wt))
     patch = re.sub(r"\AFrom [0-9a-f]{40} ", "From " + "0" * 40 + " ", patch)
-    a.output.write_text(patch)
-    print(f"{a.output}: {n} units split")
+    output.write_text(patch)
+    print(f"{output}: {n} units split")
     return 0
 
 

@@ -5,14 +5,15 @@ by the code that looks it up. The default recipe's FA MMA table is looked up wit
 `ncols = ncols1*ncols2` of each template instance, so a changed (256, 256, 8) row is read by
 fattn.cu (which looks rows up at run time) and by the four instances whose ncols1*ncols2 is 8, not by
 the other 17 instances that include the header; with the instances split per head size
-(patches/local/0005: `...-ncols1_A-ncols2_B-dkq_D.cu`), by the four of them of head size 256 only. A
-rule says so:
+(patches/local/0005: `...-ncols1_A-ncols2_B-dkq_D.cu`), by the four of them of head size 256 only; split
+in two (patches/local/0009: `...-dkq_256.cu` and `...-dkq_not256.cu`, every other head size), by the four
+hs256 parts, and a row of another head size by the `-dkq_not256` parts. A rule says so:
 
     [[affects]]
     file = "ggml/src/ggml-cuda/fattn-mma-f16.cuh"
     macro = "GGML_CUDA_FATTN_MMA_CONFIG_CASE"
-    units = '.*/fattn-mma-f16-instance-ncols1_(?P<ncols1>\d+)-ncols2_(?P<ncols2>\d+)(-dkq_(?P<dkq>\d+))?\.cu'
-    uses = 'ncols1 * ncols2 == ncols and (dkq == 0 or dkq == DKQ)'
+    units = '.*-ncols1_(?P<ncols1>\d+)-ncols2_(?P<ncols2>\d+)(-dkq_(?P<dkq>\d+)|-dkq_not(?P<notdkq>\d+))?\.cu'
+    uses = 'ncols1 * ncols2 == ncols and (dkq == 0 or dkq == DKQ) and (notdkq == 0 or notdkq != DKQ)'
 
 When the only change to `file` is in rows of `macro`, a unit whose path (in the tree) matches `units`
 and for which `uses` is false for every changed row (old and new versions; the regex's named groups

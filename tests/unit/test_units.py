@@ -214,13 +214,15 @@ def test_generated_inputs_and_their_digest_set_the_commit_aside(tmp_path):
 # The instances split per head size (patches/local/0005, generated from the tree at 0c1e57098 by
 # scripts/split_fattn_instances.py): its new files and their lines are the real split tree's
 
-SPLIT = Path(__file__).resolve().parents[2] / "patches" / "local" / "0005-cuda-fattn-mma-instances-per-head-size.patch"
+LOCAL = Path(__file__).resolve().parents[2] / "patches" / "local"
+SPLIT = LOCAL / "0005-cuda-fattn-mma-instances-per-head-size.patch"
+SPLIT2 = LOCAL / "0009-cuda-fattn-mma-instances-hs256-and-rest.patch"  # two parts: hs256 and the rest
 
 
-def _split_units() -> dict[str, list[tuple[int, int, int, int]]]:
+def _split_units(patch: Path = SPLIT) -> dict[str, list[tuple[int, int, int, int]]]:
     """The patch's new units -> their DECL_FATTN_MMA_F16_CASE lines (DKQ, DV, ncols1, ncols2)."""
     out: dict[str, list[tuple[int, int, int, int]]] = {}
-    for part in SPLIT.read_text().split("\ndiff --git ")[1:]:
+    for part in patch.read_text().split("\ndiff --git ")[1:]:
         path = re.match(r"a/(\S+) b/", part)[1]
         if "\nnew file mode" in part:
             decl = re.findall(r"^\+DECL_FATTN_MMA_F16_CASE\((\d+), (\d+), (\d+), (\d+)\);$", part, re.M)
@@ -261,3 +263,66 @@ def test_a_row_edit_of_another_head_size_clears_the_hs256_units(tmp_path):
         for a, b in ((1, 8), (2, 4), (4, 2), (8, 1))
     }
     assert all(u in c.units for u in includers[HEADER] if "-dkq_256" in u)
+
+
+# ---------------------------------------------------------------------------------------------
+# The instances split in two, head size 256 and the rest (patches/local/0009, generated from the tree at
+# 0c1e57098 by scripts/split_fattn_instances.py --dkq 256)
+
+EIGHT = ((1, 8), (2, 4), (4, 2), (8, 1))
+PART = "ggml/src/ggml-cuda/template-instances/fattn-mma-f16-instance-ncols1_{}-ncols2_{}-dkq_{}.cu"
+
+
+def test_the_default_rule_names_the_two_way_parts_their_ncols_and_head_sizes():
+    split = _split_units(SPLIT2)
+    # the 16 units holding a head size 256 line in two, the 5 without one (ncols2 16 and 32) renamed
+    assert len(split) == 37 and sum(p.endswith("-dkq_256.cu") for p in split) == 16
+    pattern = re.compile(RULE.units)
+    for path, decl in split.items():
+        m = pattern.fullmatch(path)
+        assert m and bool(m["dkq"]) != bool(m["notdkq"]), path
+        assert {(a, b) for _, _, a, b in decl} == {(int(m["ncols1"]), int(m["ncols2"]))}, path
+        if m["dkq"]:
+            assert [d[0] for d in decl] == [256], path
+        else:
+            assert m["notdkq"] == "256" and decl and 256 not in [d[0] for d in decl], path
+    # every line of the 21 unsplit units is in exactly one part (the 0005 patch holds one unit per line)
+    assert sorted(d for v in split.values() for d in v) == sorted(d for v in _split_units().values() for d in v)
+
+
+def test_an_8_column_hs256_row_edit_of_the_two_way_tree_recompiles_fattn_cu_and_four_hs256_parts(tmp_path):
+    includers = {HEADER: {"ggml/src/ggml-cuda/fattn.cu", *_split_units(SPLIT2)}}
+    new = TEXT.replace(ROW8, ROW8.replace("128, 2, true", "128, 1, true"), 1)
+    c = units.clear(_recipe(), [HEADER], _texts(TEXT, new), includers, tmp_path)
+    kept = {"ggml/src/ggml-cuda/fattn.cu"} | {PART.format(a, b, 256) for a, b in EIGHT}
+    assert set(c.covered[HEADER]) == kept  # the four 8-column `-dkq_not256` parts are cleared too
+    assert set(c.units) == includers[HEADER] - kept and len(c.units) == 37 - 4
+
+
+def test_an_8_column_row_edit_of_another_head_size_recompiles_the_rest_parts_only(tmp_path):
+    includers = {HEADER: {"ggml/src/ggml-cuda/fattn.cu", *_split_units(SPLIT2)}}
+    row = "GGML_CUDA_FATTN_MMA_CONFIG_CASE(128, 128,  8, 128, 2, 128,  64,  64,  64, 2, true);"
+    new = TEXT.replace(row, row.replace("128, 2, 128,", "128, 2,  64,"), 1)
+    c = units.clear(_recipe(), [HEADER], _texts(TEXT, new), includers, tmp_path)
+    assert {u for u in c.covered[HEADER] if "instance" in u} == {PART.format(a, b, "not256") for a, b in EIGHT}
+    assert all(u in c.units for u in includers[HEADER] if "-dkq_256" in u)
+
+
+@pytest.mark.parametrize(
+    ("name", "reads"),
+    [  # the names of the three layouts, and which head sizes' rows each reads (ncols 8)
+        ("fattn-mma-f16-instance-ncols1_2-ncols2_4.cu", {64, 128, 256, 576}),
+        ("fattn-mma-f16-instance-ncols1_2-ncols2_4-dkq_256.cu", {256}),
+        ("fattn-mma-f16-instance-ncols1_2-ncols2_4-dkq_128.cu", {128}),
+        ("fattn-mma-f16-instance-ncols1_2-ncols2_4-dkq_not256.cu", {64, 128, 576}),
+        ("fattn-mma-f16-instance-ncols1_2-ncols2_4-dkq_not128.cu", {64, 256, 576}),
+    ],
+)
+def test_a_row_is_read_in_its_head_sizes_part_and_unsplit_units_never_in_its_rest_part(name, reads):
+    m = re.compile(RULE.units).fullmatch("ggml/src/ggml-cuda/template-instances/" + name)
+    assert m, name
+    groups = {k: 0 if v is None else int(v) for k, v in m.groupdict().items()}
+    for dkq in (64, 128, 256, 576):
+        row = {"DKQ": dkq, "DV": 512 if dkq == 576 else dkq, "ncols": 8}
+        assert units.evaluate(RULE.uses, {**row, **groups}, "default.toml: affects[0]") is (dkq in reads), dkq
+        assert units.evaluate(RULE.uses, {**row, "ncols": 16, **groups}, "default.toml: affects[0]") is False
