@@ -44,7 +44,7 @@ IDENT = {
     "GIT_COMMITTER_DATE": "Sat, 5 Dec 2026 00:00:00 +0000",
 }
 SUBJECT = "cuda: one FA MMA instance unit per (ncols1, ncols2, head size)"
-BODY = """\
+WHY = """\
 Local, build-only patch for patchkit measurements; not part of the PR.
 
 Each template-instances/fattn-mma-f16-instance-ncols1_A-ncols2_B.cu
@@ -54,6 +54,10 @@ all of them: in the warm loop on the H200 a (256, 256, 8) row edit
 rebuilt the four ncols1*ncols2 == 8 units, 36.7-53.2 s each, beside
 fattn.cu's 34.6 s (examples/h200-2026-12-05, .ninja_log).
 
+"""
+BODY = (
+    WHY
+    + """\
 Split every such unit into one unit per head size,
 fattn-mma-f16-instance-ncols1_A-ncols2_B-dkq_D.cu, holding the same
 DECL_FATTN_MMA_F16_CASE line (the 576/512 pair as dkq_576), so that the
@@ -62,17 +66,11 @@ The CMake glob template-instances/fattn-mma*.cu picks the new files up.
 The kernels are the same: scripts/fattn_sass_check.py compares the SASS
 of every kernel of the split and unsplit units.
 """
+)
 SUBJECT2 = "cuda: FA MMA instance units split in two, head size {dkq} and the rest"
-BODY2 = """\
-Local, build-only patch for patchkit measurements; not part of the PR.
-
-Each template-instances/fattn-mma-f16-instance-ncols1_A-ncols2_B.cu
-instantiated the MMA kernel for every head size, so an edit of one
-head size's row of the MMA config table (fattn-mma-f16.cuh) recompiled
-all of them: in the warm loop on the H200 a (256, 256, 8) row edit
-rebuilt the four ncols1*ncols2 == 8 units, 36.7-53.2 s each, beside
-fattn.cu's 34.6 s (examples/h200-2026-12-05, .ninja_log).
-
+BODY2 = (
+    WHY
+    + """\
 Split every such unit in two: ...-ncols1_A-ncols2_B-dkq_{dkq}.cu holds
 its DECL_FATTN_MMA_F16_CASE line of head size {dkq}, and
 ...-ncols1_A-ncols2_B-dkq_not{dkq}.cu all its other lines, as the original
@@ -84,6 +82,7 @@ head size {dkq}. The CMake glob template-instances/fattn-mma*.cu picks
 the new files up. The kernels are the same: scripts/fattn_sass_check.py
 compares the SASS of every kernel of the split and unsplit units.
 """
+)
 
 
 def git(cwd: Path, *args: str, env: dict | None = None) -> str:
