@@ -66,6 +66,23 @@ def git(cwd: Path, *args: str, env: dict[str, str] | None = None, hermetic: bool
     return r.stdout.strip() if strip else r.stdout
 
 
+def commit_files(repo: Path, files: dict[str, str | None], message: str, *, hermetic: bool = False) -> str:
+    """A commit of `files` (path -> text, None: removed) on the repository `repo` (made, `git init`, where it has
+    none; the folders a path needs too), every change of its tree added; its sha."""
+    if not (repo / ".git").exists():
+        repo.mkdir(parents=True, exist_ok=True)
+        git(repo, "init", "-q", hermetic=hermetic)
+    for rel, text in files.items():
+        if text is None:
+            (repo / rel).unlink()
+        else:
+            (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+            (repo / rel).write_text(text)
+    git(repo, "add", "-A", hermetic=hermetic)
+    git(repo, "commit", "-qm", message, hermetic=hermetic)
+    return git(repo, "rev-parse", "HEAD", hermetic=hermetic)
+
+
 @dataclass(frozen=True)
 class Ran:
     """What a command gave, with the names of subprocess.CompletedProcess."""

@@ -27,7 +27,7 @@ from patchkit.build import compiled
 from patchkit.recipe import load_recipe
 from patchkit.series import VariantState
 from patchkit.workspace import Workspace
-from tests.conftest import git
+from tests.conftest import commit_files, git
 
 pytestmark = pytest.mark.skipif(
     not (shutil.which("cmake") and shutil.which("ninja") and shutil.which("cc")), reason="needs cmake, ninja, cc"
@@ -84,16 +84,8 @@ def _checkout_a_second_earlier(real):
 
 def test_a_variant_that_changes_no_compiled_file_is_not_dirty(tmp_path, monkeypatch):
     repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q")
-    for rel, text in SOURCES.items():
-        (repo / rel).write_text(text)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "base")
-    base = git(repo, "rev-parse", "HEAD")
-    (repo / "gpu.cu").write_text("// a faster kernel\n")
-    git(repo, "commit", "-qam", "0001: the kernel only")
-    head = git(repo, "rev-parse", "HEAD")
+    base = commit_files(repo, SOURCES, "base")
+    head = commit_files(repo, {"gpu.cu": "// a faster kernel\n"}, "0001: the kernel only")
 
     ws = Workspace(root=tmp_path / "w")
     recipe = load_recipe("default")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from patchkit.build import seed
-from tests.conftest import git
+from tests.conftest import commit_files, git
 
 pytestmark = pytest.mark.skipif(
     not (shutil.which("cmake") and shutil.which("ninja") and shutil.which("cc")), reason="needs cmake, ninja, cc"
@@ -47,16 +47,8 @@ def built(tmp_path):
     """A repository of the toy project with a second commit that changes a.c; a worktree at the first commit
     built in src/build; a second worktree (elsewhere, another path length) at the first commit too."""
     repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q")
-    for rel, text in SOURCES.items():
-        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-        (repo / rel).write_text(text)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "one")
-    first = git(repo, "rev-parse", "HEAD")
-    (repo / "a.c").write_text('#include "toy.h"\nint a(void) { return 40; }\n')
-    git(repo, "commit", "-qam", "two: a returns 40")
+    first = commit_files(repo, SOURCES, "one")
+    commit_files(repo, {"a.c": '#include "toy.h"\nint a(void) { return 40; }\n'}, "two: a returns 40")
     src = tmp_path / "src"
     git(repo, "worktree", "add", "-q", "--detach", str(src / "tree"), first)
     _run("cmake", "-S", src / "tree", "-B", src / "build", "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release")

@@ -20,7 +20,7 @@ from patchkit.report.check import not_tested
 from patchkit.report.evidence import CheckConfig
 from patchkit.results.data.check import LOCAL_AT_BASE
 from patchkit.workspace import Workspace
-from tests.conftest import git
+from tests.conftest import commit_files, git
 
 CUDA = "ggml/src/ggml-cuda"
 FILES = {
@@ -73,14 +73,7 @@ _git = functools.partial(git, hermetic=True)
 def _patch(repo: Path, up: str, out: Path, edits: dict[str, str | None]) -> None:
     """A format-patch of `edits` (path -> new text, None: removed) on upstream's commit."""
     _git(repo, "checkout", "-q", "--detach", up)
-    for rel, text in edits.items():
-        if text is None:
-            (repo / rel).unlink()
-        else:
-            (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-            (repo / rel).write_text(text)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", out.stem)
+    commit_files(repo, edits, out.stem, hermetic=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(_git(repo, "format-patch", "--stdout", "-1", "HEAD") + "\n")
 
@@ -88,13 +81,7 @@ def _patch(repo: Path, up: str, out: Path, edits: dict[str, str | None]) -> None
 @pytest.fixture
 def toy(tmp_path):
     up_repo = tmp_path / "llama.cpp"
-    for rel, text in FILES.items():
-        (up_repo / rel).parent.mkdir(parents=True, exist_ok=True)
-        (up_repo / rel).write_text(text)
-    _git(up_repo, "init", "-q")
-    _git(up_repo, "add", "-A")
-    _git(up_repo, "commit", "-qm", "upstream")
-    up = _git(up_repo, "rev-parse", "HEAD")
+    up = commit_files(up_repo, FILES, "upstream", hermetic=True)
     proj = tmp_path / "proj"
     inst = f"{CUDA}/template-instances"
     _patch(
