@@ -5,10 +5,22 @@
 # (scripts/device-fill-ab.sh: does GGML_TEST_PERF_FILL=fast change what is timed, and what does it save;
 # FILL_ROUNDS alternating rounds, default 2) on the cold run's base binary, which the warm run leaves as it was.
 # `--offline`: the machine has no network (the carried cache holds the base); `--run` names the folder.
-# PK_RUN_ARGS: more options for both runs (e.g. "--skip numerics" where the model could not be carried).
+# PK_RUN_ARGS: more options for both runs (e.g. "--skip numerics" where the model could not be carried,
+# "--build-pool 2"). SPLIT=1: the job's copy of recipes/default.toml also lists the local build-only patch 0009
+# (each FA MMA instance unit in two: head size 256 and the rest; docs/fattn-split-sm90-2way), for both runs.
 set -ux
 cd "$(dirname "$0")/.."
 extra=${PK_RUN_ARGS:-}
+if [ -n "${SPLIT:-}" ]; then
+    printf '\n[[series]]\nfile = "patches/local/0009-cuda-fattn-mma-instances-hs256-and-rest.patch"\nid = "fattn-split-hs256"\nlocal = true\n' > /tmp/split.toml
+    python3 - recipes/default.toml /tmp/split.toml <<'PY' || exit 3
+import sys
+recipe, block = sys.argv[1], open(sys.argv[2]).read()
+text = open(recipe).read()
+at = text.index("\n[build]")  # after the last [[series]] entry
+open(recipe, "w").write(text[:at] + block + text[at:])
+PY
+fi
 python3 -m patchkit run --arch 90 --check-arch 89 --offline --run cold $extra
 echo "cold exit $?"
 sed -i 's/^+    GGML_CUDA_FATTN_MMA_CONFIG_CASE(256, 256,  8,  64, 4,  32, 128, 128, 128, 2, true);/+    GGML_CUDA_FATTN_MMA_CONFIG_CASE(256, 256,  8,  64, 4,  32, 128, 128, 128, 1, true);/' \
