@@ -10,6 +10,8 @@
 # (each FA MMA instance unit in two: head size 256 and the rest; docs/fattn-split-sm90-2way), for both runs.
 set -ux
 cd "$(dirname "$0")/.."
+# the host: its cores (physical or SMT siblings decide what -j and builds beside builds cost) and the card
+lscpu | grep -E '^(Model name|CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\))'; nvidia-smi -L
 extra=${PK_RUN_ARGS:-}
 if [ -n "${SPLIT:-}" ]; then
     printf '\n[[series]]\nfile = "patches/local/0009-cuda-fattn-mma-instances-hs256-and-rest.patch"\nid = "fattn-split-hs256"\nlocal = true\n' > /tmp/split.toml
