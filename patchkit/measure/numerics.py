@@ -19,6 +19,7 @@ from typing import ClassVar
 from patchkit import backends, parsers, proc
 from patchkit.errors import ParseError, PatchkitError
 from patchkit.measure import model as model_mod
+from patchkit.measure import tool
 from patchkit.measure.decode import decode_model, real_model
 from patchkit.measure.kind import Resource, StepKind, one
 from patchkit.measure.tool import Bins, Built, run_logged
@@ -152,8 +153,10 @@ def _generate(
     tag: str,
     timeout: float,
     logs: list[str],
+    extra: tuple[str, ...] = (),
 ) -> tuple[str | None, str, str, int | None]:
-    """One greedy generation; complete when its log holds the closing `common_perf_print:` lines."""
+    """One greedy generation; complete when its log holds the closing `common_perf_print:` lines; `extra`:
+    more options (tool.repack_args)."""
     argv = [
         b.exe("llama-completion"),
         "-m",
@@ -179,6 +182,7 @@ def _generate(
         "--ignore-eos",
         "-ngl",
         str(backends.ALL_LAYERS),
+        *extra,
     ]
     done, why, log = _run_whole(
         bundle,
@@ -271,6 +275,7 @@ def _generate_all(
     timeout: float,
     prefix: str,
     cpt: float,
+    extra: tuple[str, ...] = (),
 ) -> dict[str, dict[tuple[int, int], tuple[str | None, str, str, int | None]]]:
     """Every (depth, prompt) greedy generation of every variant, keyed by variant then (depth, prompt); at a
     depth the prompt follows about that many tokens of the real text."""
@@ -284,7 +289,7 @@ def _generate_all(
             for b in bins:
                 bar.update(1, f"generation d{d} p{pi} {b.variant}")
                 gens.setdefault(b.variant, {})[(d, pi)] = _generate(
-                    bundle, b, model, pf, n_predict, ctx, type_k, type_v, f"d{d}-p{pi}", timeout, logs
+                    bundle, b, model, pf, n_predict, ctx, type_k, type_v, f"d{d}-p{pi}", timeout, logs, extra
                 )
     return gens
 
@@ -450,7 +455,10 @@ def run_numerics(
     kl_ctx: int = 512,
     kl_chunks: int = 4,
     timeout: float = 900,
+    extra: tuple[str, ...] = (),
 ) -> Step:
+    """Every variant's greedy generations and KL divergence against base; `extra`: more options for
+    llama-completion and llama-perplexity (tool.repack_args)."""
     t0 = time.monotonic()
     work = bundle.path / "numerics"
     work.mkdir(exist_ok=True)
@@ -475,13 +483,14 @@ def run_numerics(
         timeout=timeout,
         prefix=text,
         cpt=cpt,
+        extra=extra,
     )
     # KL divergence against base over the real text
     kl_text = work / "kl.txt"
     kl_text.write_text(text[: kl_text_chars(kl_ctx, kl_chunks, cpt)])
     kld: dict[str, dict | None] = {}
     if base is not None:
-        common = _kld_args(kl_text, kl_ctx, kl_chunks, type_k, type_v)
+        common = [*_kld_args(kl_text, kl_ctx, kl_chunks, type_k, type_v), *extra]
         kld = _kl_divergences(bundle, bins, base, work, bar, logs, model=model, common=common, timeout=timeout)
     bar.close()
     pairs = []
@@ -524,9 +533,15 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
     if (skip := built.nothing_to_compare(name)) is not None:
         return skip  # before the model: a run with nothing to compare installs nothing
     path, info = numerics_model(built, opts)
+    bins = built.measured
+    repack = tool.repack_off(built.backend, built.bundle.env)
+    extra = tuple(tool.repack_args("llama-perplexity", tool.usage_text(bins[0].exe("llama-perplexity")), repack))
+    if extra:
+        print(f"[{name}] {repack}")
+        info["repack_off"] = repack  # said in the report with the model
     step = run_numerics(
         built.bundle,
-        built.measured,
+        bins,
         model=path,
         prompts=n.prompts,
         depths=n.depths,
@@ -535,6 +550,7 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
         type_v=opts.decode.type_v,
         kl_ctx=n.kl_ctx,
         kl_chunks=n.kl_chunks,
+        extra=extra,
     )
     step.data["model"] = info  # which model the comparisons ran on
     return step

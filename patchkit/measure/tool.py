@@ -78,6 +78,37 @@ class Built:
         return (self.bundle.env.get("gpu") or {}).get("peak_bw_gbs")
 
 
+# ggml's AMX matrix multiply crashes on a Q4_K model's weights (SIGSEGV in ggml_backend_amx_mul_mat; upstream
+# ggml-org/llama.cpp#20824, closed as stale without a fix; seen here on an Intel Xeon with AMX-INT8 at the pinned
+# base, Gemma 3 270M Q4_K_M: llama-completion, llama-perplexity and llama-bench all crash, and run with repacking
+# off). The CPU backend repacks weights for AMX only where its build has AMX-INT8.
+AMX_CRASH = "ggml-org/llama.cpp#20824"
+
+
+def repack_off(backend: str, env: dict) -> str:
+    """Why a real model's runs on the CPU backend keep its weights as the file has them (repacking off, for
+    every variant alike), '' where they do not: a CPU build with AMX-INT8 (the run's env.json: cpu_isa)."""
+    if backend != "cpu":
+        return ""
+    isa = env.get("cpu_isa") or {}
+    if "AMX-INT8" not in (isa.get("extensions") or []):
+        return ""
+    return (
+        "weight repacking off on the CPU backend (this CPU build has AMX-INT8, and ggml's AMX matrix multiply "
+        f"crashes on Q4_K weights: {AMX_CRASH}): the AMX and repacked-weight kernels are not exercised"
+    )
+
+
+def repack_args(tool: str, usage: str, why: str) -> list[str]:
+    """The option that turns weight repacking off for `tool` ('--no-repack'; llama-bench: '--repack 0'), given
+    its usage text; [] where `why` is '' or the usage lists no such option (an older base: it runs as upstream's
+    does, and a crash is its reason)."""
+    if not why:
+        return []
+    option, args = ("--repack", ["--repack", "0"]) if tool == "llama-bench" else ("--no-repack", ["--no-repack"])
+    return [] if options_not_listed(usage, [option]) else args
+
+
 @dataclass(frozen=True, kw_only=True)
 class Bins:
     """A built variant: its name and the folder holding its binaries."""

@@ -397,6 +397,8 @@ class NumericsData:
     shape_from: str = ""  # ', from its GGUF header' for a real model (the synthetic one's is its spec)
     licence: str = ""  # a real model's licence
     text: str = ""  # where the long-depth prefix and the KL divergence's text came from
+    # why the runs kept the weights as the file has them (measure.tool.repack_off); None: they did not
+    repack_off: str | None = field(default=None, metadata=OMITTED)
     same_code: dict[str, str] = field(default_factory=dict)  # measured variants that compile to base's code: why
 
 

@@ -74,6 +74,7 @@ def _run(run: RunView) -> NumericsRun:
             shape_from="" if model.get("synthetic", True) else ", from its GGUF header",
             licence=str(model.get("licence", "")),
             text=r.text or "",
+            repack_off=str(model["repack_off"]) if model.get("repack_off") else None,
             same_code={v: same[v] for p in pairs for v in (p.a, p.b) if v in same},
         )
     return e
@@ -176,6 +177,8 @@ def _model_lines(m: NumericsData) -> list[str]:
         )
     if m.text:
         out.append(f"Text (the long-depth prefix and the KL divergence's): {m.text}.")
+    if m.repack_off:
+        out.append(f"Every variant ran with {m.repack_off}.")
     if m.prompts and m.model:
         out.append("Prompts: " + "; ".join(f"{i}: {code(str(p))}" for i, p in enumerate(m.prompts)) + ".")
     for v, why in sorted(m.same_code.items()):

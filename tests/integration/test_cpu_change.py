@@ -83,11 +83,23 @@ def test_a_real_cpu_change_moves_the_real_models_numbers(cpu_build, work, cli, t
     # of same-code pairs, which is llama-perplexity's 16-bit storage of base's log-probabilities: max 5e-05)
     n = steps["numerics"]
     [pair] = n["data"]["pairs"]
-    assert n["status"] == "ok" and pair["b"] == VARIANT and pair["identical"] is False
-    moved = [g for g in pair["generations"] if g["identical"] is False]
-    assert moved and all(g["first_diff_char"] is not None and g["first_diff_token"] is not None for g in moved)
+    # The KL divergence moves on every machine; whether 16 greedy tokens differ depends on the machine's kernels
+    # (they differed on a 2-core AMD EPYC; on an Intel Xeon with AMX, repacking off, the model repeats the prompt
+    # in both and the 16 or 64 tokens are bit-identical while the KL divergence moves: mean 0.0065, same top
+    # token 94.5 %), so the generation is checked against what the report says, not against a fixed outcome
+    assert n["status"] == "ok" and pair["b"] == VARIANT
     assert pair["kld"]["mean"] > 0 and pair["kld"]["max"] > 5e-05 and pair["kld"]["same_top_p"] < 100.0
+    [g] = pair["generations"]
+    assert g["identical"] in (True, False) and (g["first_diff_char"] is None) == g["identical"]
+    assert (g["first_diff_token"] is None) == g["identical"]
     md = (run / "report.md").read_text()
-    assert f"`base` vs `{VARIANT}`: not bit-identical (1 of 1 generations differ)." in md
+    said = "bit-identical (0 of 1" if g["identical"] else "not bit-identical (1 of 1"
+    assert f"`base` vs `{VARIANT}`: {said} generations differ)." in md
+    # on a CPU with AMX-INT8, upstream's AMX matrix multiply crashes on Gemma's Q4_K weights (llama.cpp#20824):
+    # every variant's runs keep the weights unpacked, and the report says so; elsewhere nothing changes
+    amx = "AMX-INT8" in json.loads((run / "env.json").read_text()).get("cpu_isa", {}).get("extensions", [])
+    gen_log = (run / g["log_b"]).read_text()
+    assert ("--no-repack" in gen_log.splitlines()[0]) == amx
+    assert ("with weight repacking off on the CPU backend" in md) == amx
     assert "Model: Gemma 3 270m Q4_K_M" in md and "**Decode on Gemma" not in md  # numerics on it, no decode cells
     assert "Microbatch" in md
