@@ -256,10 +256,13 @@ def test_a_signal_during_a_held_lane_stops_the_run_in_seconds_and_records_interr
     shell = 0
     try:
         _wait_for(lambda: (tmp_path / "timing").is_file(), 60, driver)
-        shell = int((tmp_path / "b" / "a.out.pid").read_text())
+        pidfile = tmp_path / "b" / "a.out.pid"  # written, not just created (the shell opens it before it writes)
+        shell = int(_wait_for(lambda: pidfile.is_file() and pidfile.read_text().strip(), 30, driver))
         started = time.monotonic()
-        assert (_stat(shell) or [b"gone"])[0] == b"T"  # the check's command is held by the timing
-        group = int(_stat(shell)[2])
+        st = _stat(shell)
+        assert st is not None, "the check's command is gone"
+        group = int(st[2])
+        assert _all_stopped({group})  # the check's command is held by the timing (T, or D in vfork: _all_stopped)
         (os.killpg if sig == signal.SIGINT else os.kill)(driver.pid, sig)
         assert driver.wait(timeout=30) == code
         assert time.monotonic() - started < 6  # seconds, not the check's remaining run
