@@ -86,7 +86,7 @@ class BuildLane:
         self._error: BaseException | None = None
         self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self._told_s = 0.0  # seconds in the builds' callbacks (which variants compile to base's code)
-        self._inputs_how = ""  # base's compiled inputs: 'read back' (kept by an earlier run) or 'computed'
+        self._inputs_how = ""  # base's compiled inputs: read back (kept by an earlier run) or computed, and when
         self._thread = threading.Thread(target=self._run, name="cpu-lane", daemon=True)
         self._steps = threading.Thread(target=self._run_steps, name="cpu-steps", daemon=True)
 
@@ -170,7 +170,8 @@ class BuildLane:
             self._record_isa()
             if first.name == "base" and len(self.states) > 1:
                 env = build_mod.toolchain(b).env
-                got, self._inputs_how, _ = inputs_cache.inputs(bdir, tree, b.targets, env)
+                got, how, took = inputs_cache.inputs(bdir, tree, b.targets, env)
+                self._inputs_how = f"base's {how} in {took:.2f} s"
                 base_inputs.append(got)
         elif base_inputs and base_inputs[0]:
             st = next(s for s in self.states if s.name == r.variant)
