@@ -4,7 +4,9 @@ One thread builds the variants, base first, then the others one after the other 
 (`--build-pool`), at once (patchkit.build.build_variants), and hands each to the GPU lane as soon as it is
 built, then records the `build:<config>` step. Another runs the CPU steps (compile checks for
 other arches) from the start, at the lowest CPU priority (nice 19): they take the cores the builds and
-the GPU steps leave idle and never slow a build. While a step that times kernels runs, the CPU steps and
+the GPU steps leave idle and never slow a build. Base's compiled inputs (which variants compile to its code) are
+read back from its build folder when nothing they are read from changed (patchkit.build.inputs_cache), and kept
+for the next run by a CPU step queued after the builds. While a step that times kernels runs, the CPU steps and
 the other GPU steps are held (patchkit.proc.held). With `overlap=False` the GPU lane starts only when
 the CPU lane is done.
 """
