@@ -24,7 +24,7 @@ from pathlib import Path
 from patchkit import backends, proc, series, source
 from patchkit import build as build_mod
 from patchkit.build import compiled, inputs_cache
-from patchkit.errors import LockError
+from patchkit.errors import PatchkitError
 from patchkit.measure import env as env_mod
 from patchkit.measure.tool import Bins
 from patchkit.options import Context, RunOptions
@@ -190,7 +190,7 @@ class BuildLane:
         next run (whose base, reused, reads them back), unless they are already; its Ninja runs are held
         while a step times kernels, like the other CPU steps' (the parse between them, in this process, is
         not: well under a second of one core on a CPU build). A folder in use by another patchkit, or one
-        that cannot be read, keeps nothing (the next run computes them when base is told)."""
+        that cannot be read, keeps nothing and fails nothing (the next run computes them when base is told)."""
         b, ctx = self.opts.build, self.ctx
         root = build_mod.build_root(ctx.ws, ctx.recipe, b)
         tree, bdir = build_mod.folders(root, "base", False)
@@ -200,7 +200,7 @@ class BuildLane:
                     return
                 t0 = time.monotonic()
                 inputs_cache.keep(bdir, tree, b.targets, build_mod.toolchain(b).env)
-        except (LockError, OSError) as e:
+        except (PatchkitError, OSError) as e:  # the lock held by another patchkit, Ninja gone: only a cache
             print(f"[{name}] same-code inputs not kept for the next run: {e}")
             return
         took = time.monotonic() - t0

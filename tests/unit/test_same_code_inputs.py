@@ -133,14 +133,19 @@ class Spy:
         monkeypatch.setattr(compiled, "compiled_inputs", inputs)
 
 
-def _run(p: Project, tmp: Path, run_id: str, states: list[VariantState]) -> tuple[lanes.BuildLane, list[str]]:
-    """The real build lane (real build_variants) on the project's states, to its end; what it printed."""
+def _lane(p: Project, tmp: Path, run_id: str, states: list[VariantState]) -> lanes.BuildLane:
+    """The real build lane on the project's states (not started)."""
     ctx = Context(recipe=p.recipe, ws=p.ws)
     opts = resolve_run(p.recipe, {"backend": "cpu"}, steps=(), environ={})
     opts = dataclasses.replace(opts, build=p.opts)
     bundle = Bundle.create(tmp / "runs", recipe=p.recipe.name, run_id=run_id, meta={})
     base = BaseInfo(key="k", ref="r", commit=p.base, route="git", upstream="u", upstream_verified=False)
-    lane = lanes.BuildLane(ctx, bundle, base, states, opts, pipeline.record).start()
+    return lanes.BuildLane(ctx, bundle, base, states, opts, pipeline.record)
+
+
+def _run(p: Project, tmp: Path, run_id: str, states: list[VariantState]) -> lanes.BuildLane:
+    """The real build lane (real build_variants) on the project's states, to its end."""
+    lane = _lane(p, tmp, run_id, states).start()
     lane.finish()
     return lane
 
@@ -171,3 +176,20 @@ def test_a_warm_run_starts_the_next_build_without_computing_base_inputs(tmp_path
     spy.events.clear()
     lane = _run(p, tmp_path, "again", [p.state("base", p.base), p.state("+0001", v2)])
     assert lane.same_code() == {"+0001": SAME} and spy.events == []  # all reused, read back, already kept
+
+
+def test_a_folder_in_use_keeps_nothing_and_fails_nothing(tmp_path, capsys):
+    """The step that keeps them for the next run, beside another patchkit's build of the folder (its lock
+    held): nothing kept, the run not failed; once the folder is free, kept."""
+    p = Project(tmp_path)
+    p.build("base", p.base)
+    lane = _lane(p, tmp_path, "r", [p.state("base", p.base), p.state("+0001", p.base)])
+    with p.ws.lock(p.root):
+        lane._keep_inputs("build:cpu")
+    assert "same-code inputs not kept for the next run" in capsys.readouterr().out
+    assert not (p.bdir / inputs_cache.CACHE).exists()
+    lane._keep_inputs("build:cpu")
+    assert "kept for the next run in" in capsys.readouterr().out
+    assert inputs_cache.read_back(p.bdir, p.tree, p.opts.targets) == compiled.compiled_inputs(
+        p.bdir, p.tree, p.opts.targets
+    )
