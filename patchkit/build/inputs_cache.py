@@ -75,17 +75,22 @@ def read_back(bdir: Path, tree: Path, targets: tuple[str, ...]) -> set[str] | No
     return compiled.Inputs(set(files), bdir=bdir, tree=tree, generated=digests) if files else set()
 
 
-def keep(bdir: Path, tree: Path, targets: tuple[str, ...], env: dict[str, str] | None = None) -> set[str]:
-    """compiled_inputs of `bdir`, written beside them with their key (not written when the folder changed
-    while they were read: the key before and after differ)."""
-    before = source_key(bdir, tree, targets, [])
-    inputs = compiled.compiled_inputs(bdir, tree, targets, env)
-    generated = list(inputs.generated) if isinstance(inputs, compiled.Inputs) else []
-    after = source_key(bdir, tree, targets, generated)
-    if {**after, "generated": {}} == before:
-        files = sorted(inputs)
-        digests = inputs.generated if isinstance(inputs, compiled.Inputs) else {}
-        write_json(bdir / CACHE, {"key": after, "files": files, "digests": digests})
+def keep(
+    bdir: Path, tree: Path, targets: tuple[str, ...], env: dict[str, str] | None = None, *, tries: int = 1
+) -> set[str]:
+    """compiled_inputs of `bdir`, written beside them with their key; not written when the folder changed while
+    they were read (the key before and after differ: another writer, or Ninja's own `-t deps` recompacting a
+    deps log with too many dead records), then read again, `tries` times in all."""
+    for _ in range(tries):
+        before = source_key(bdir, tree, targets, [])
+        inputs = compiled.compiled_inputs(bdir, tree, targets, env)
+        generated = list(inputs.generated) if isinstance(inputs, compiled.Inputs) else []
+        after = source_key(bdir, tree, targets, generated)
+        if {**after, "generated": {}} == before:
+            files = sorted(inputs)
+            digests = inputs.generated if isinstance(inputs, compiled.Inputs) else {}
+            write_json(bdir / CACHE, {"key": after, "files": files, "digests": digests})
+            break
     return inputs
 
 

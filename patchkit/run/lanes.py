@@ -199,7 +199,7 @@ class BuildLane:
                 if inputs_cache.read_back(bdir, tree, b.targets) is not None:
                     return
                 t0 = time.monotonic()
-                inputs_cache.keep(bdir, tree, b.targets, build_mod.toolchain(b).env)
+                inputs_cache.keep(bdir, tree, b.targets, build_mod.toolchain(b).env, tries=2)
         except (PatchkitError, OSError) as e:  # the lock held by another patchkit, Ninja gone: only a cache
             print(f"[{name}] same-code inputs not kept for the next run: {e}")
             return

@@ -193,3 +193,26 @@ def test_a_folder_in_use_keeps_nothing_and_fails_nothing(tmp_path, capsys):
     assert inputs_cache.read_back(p.bdir, p.tree, p.opts.targets) == compiled.compiled_inputs(
         p.bdir, p.tree, p.opts.targets
     )
+
+
+def test_a_folder_changed_while_they_are_read_is_not_kept_and_read_again(tmp_path, monkeypatch):
+    """What they are read from changed between the key and the reads (another writer; or Ninja's own `-t deps`,
+    which recompacts a deps log with many dead records and cuts a torn last record): not kept with a key they
+    were not read from; with a second try, kept."""
+    p = Project(tmp_path)
+    p.build("base", p.base)
+    real, calls = compiled.compiled_inputs, []
+
+    def changing(bdir, *a, **kw):  # the real reads, then (the first two times) CMakeCache.txt written
+        calls.append(bdir)
+        got = real(bdir, *a, **kw)
+        if len(calls) <= 2:
+            with open(bdir / "CMakeCache.txt", "a") as f:
+                f.write(f"// written while read {len(calls)}\n")
+        return got
+
+    monkeypatch.setattr(compiled, "compiled_inputs", changing)
+    inputs_cache.keep(p.bdir, p.tree, p.opts.targets)
+    assert len(calls) == 1 and not (p.bdir / inputs_cache.CACHE).exists()
+    inputs_cache.keep(p.bdir, p.tree, p.opts.targets, tries=2)  # changed again in the first try, not in the second
+    assert len(calls) == 3 and inputs_cache.read_back(p.bdir, p.tree, p.opts.targets) is not None
