@@ -8,7 +8,9 @@ Kept in <build folder>/patchkit-same-code.json with the key: the build folder an
 HEAD, sha256 of .ninja_deps, CMakeCache.txt, every *.ninja of the folder and of CMakeFiles/, and of each generated
 file read. Any of them different: computed again (and kept). The same key means the same bytes are read, so the
 same inputs and the same same-code decisions; what is not in the key (the file system's symlinks under the paths,
-Ninja's own version) is not expected to change between two runs on one build folder.
+Ninja's own version) is not expected to change between two runs on one build folder. Written atomically
+(write_json) and only when the key before and after the reads agree: two patchkits that share the build root's
+lock (readers of finished builds) may each write it, each with the key of what it read.
 
 The build lane (patchkit.run.lanes) reads them when base is told as built, and keeps them for the next run after
 its builds (the last variant built changed the deps log): on the CPU steps' thread, beside the measurements,
