@@ -4,7 +4,9 @@ One thread builds the variants, base first, then the others one after the other 
 (`--build-pool`), at once (patchkit.build.build_variants), and hands each to the GPU lane as soon as it is
 built, then records the `build:<config>` step. Another runs the CPU steps (compile checks for
 other arches) from the start, at the lowest CPU priority (nice 19): they take the cores the builds and
-the GPU steps leave idle and never slow a build. While a step that times kernels runs, the CPU steps and
+the GPU steps leave idle and never slow a build. Base's compiled inputs (which variants compile to its code) are
+read back from its build folder when nothing they are read from changed (patchkit.build.inputs_cache), and kept
+for the next run by a CPU step queued after the builds. While a step that times kernels runs, the CPU steps and
 the other GPU steps are held (patchkit.proc.held). With `overlap=False` the GPU lane starts only when
 the CPU lane is done.
 """
@@ -21,7 +23,8 @@ from pathlib import Path
 
 from patchkit import backends, proc, series, source
 from patchkit import build as build_mod
-from patchkit.build import compiled
+from patchkit.build import compiled, inputs_cache
+from patchkit.errors import PatchkitError
 from patchkit.measure import env as env_mod
 from patchkit.measure.tool import Bins
 from patchkit.options import Context, RunOptions
@@ -85,6 +88,7 @@ class BuildLane:
         self._error: BaseException | None = None
         self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self._told_s = 0.0  # seconds in the builds' callbacks (which variants compile to base's code)
+        self._inputs_how = ""  # base's compiled inputs: read back (kept by an earlier run) or computed, and when
         self._thread = threading.Thread(target=self._run, name="cpu-lane", daemon=True)
         self._steps = threading.Thread(target=self._run_steps, name="cpu-steps", daemon=True)
 
@@ -146,6 +150,8 @@ class BuildLane:
         results = build_mod.build_variants(
             ctx.recipe, self.base, ctx.ws, self.states, b, logs=self.bundle.raw, on_built=built
         )
+        if self._inputs_how:  # the shared build folder as the builds left it: base's inputs for the next run
+            self.add(lambda: self._keep_inputs(name))
         prev = self.bundle.step(name)
         keys = [v.key for v in BuildData.from_step(prev).variants or []] if prev is not None else []
         if prev is None or prev.status != Status.OK or keys != [r.key for r in results]:  # issue 29: other code
@@ -166,7 +172,9 @@ class BuildLane:
             self._record_isa()
             if first.name == "base" and len(self.states) > 1:
                 env = build_mod.toolchain(b).env
-                base_inputs.append(compiled.compiled_inputs(bdir, tree, b.targets, env))
+                got, how, took = inputs_cache.inputs(bdir, tree, b.targets, env)
+                self._inputs_how = f"base's {how} in {took:.2f} s"
+                base_inputs.append(got)
         elif base_inputs and base_inputs[0]:
             st = next(s for s in self.states if s.name == r.variant)
             here = base_inputs[0]  # its generated files compared where this variant was built
@@ -176,6 +184,27 @@ class BuildLane:
             layout = compiled.added_or_removed(tree0, first.head, st.head)
             why = compiled.same_code_reason(changed, inputs, b.config, layout)
         return why
+
+    def _keep_inputs(self, name: str) -> None:
+        """On the CPU steps' thread, after the builds: the shared build folder's compiled inputs kept for the
+        next run (whose base, reused, reads them back), unless they are already; its Ninja runs are held
+        while a step times kernels, like the other CPU steps' (the parse between them, in this process, is
+        not: well under a second of one core on a CPU build). A folder in use by another patchkit, or one
+        that cannot be read, keeps nothing and fails nothing (the next run computes them when base is told)."""
+        b, ctx = self.opts.build, self.ctx
+        root = build_mod.build_root(ctx.ws, ctx.recipe, b)
+        tree, bdir = build_mod.folders(root, "base", False)
+        try:
+            with ctx.ws.lock(root, shared=True):
+                if inputs_cache.read_back(bdir, tree, b.targets) is not None:
+                    return
+                t0 = time.monotonic()
+                inputs_cache.keep(bdir, tree, b.targets, build_mod.toolchain(b).env, tries=2)
+        except (PatchkitError, OSError) as e:  # the lock held by another patchkit, Ninja gone: only a cache
+            print(f"[{name}] same-code inputs not kept for the next run: {e}")
+            return
+        took = time.monotonic() - t0
+        print(f"[{name}] same-code inputs kept for the next run in {took:.1f} s, beside the other steps")
 
     def _record_isa(self) -> None:
         """A CPU build: the instruction set it compiled for (from its build folder) into env.json."""
@@ -217,7 +246,8 @@ class BuildLane:
         reused = len(results) - len(fresh)
         what = f"built {len(fresh)} in {step.seconds:.0f} s" if fresh else "nothing to build"
         checked = sum(r.phases.get("check", 0.0) for r in results)
-        parts = f"; reuse checks {checked:.1f} s, same-code inputs {self._told_s:.1f} s"
+        how = f" ({self._inputs_how})" if self._inputs_how else ""
+        parts = f"; reuse checks {checked:.1f} s, same-code inputs {self._told_s:.1f} s{how}"
         print(f"[{name}] ok: {what}{f', {reused} reused' if reused else ''} ({time.monotonic() - t0:.0f} s{parts})")
 
     # --- what the GPU lane asks
@@ -282,8 +312,8 @@ class BuildLane:
 
     def finish(self) -> None:
         """Wait for the builds and the CPU steps; an error of either is raised here."""
+        self._thread.join()  # first: the builds may add a step (base's same-code inputs kept for the next run)
         self._queue.put(None)
-        self._thread.join()
         self._steps.join()
         if self._error is not None:
             raise self._error
