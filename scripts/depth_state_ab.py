@@ -60,13 +60,13 @@ def show(out: Path) -> str:
         lines.append(f"| {mode} | {len(s)} | {', '.join(f'{x:.1f}' for x in s)} | {statistics.median(s):.1f} |")
     lines += ["", "| test | prefill t/s (median, n) | load t/s (median, n) | load / prefill [interval, coverage] |"]
     lines.append("|---|---|---|---|")
-    for (test, depth), s in samples.items():
+    for (test, _depth), s in samples.items():
         if not (s.get("prefill") and s.get("load")):
             continue
         r = stats.ratio(s["prefill"], s["load"])
         med = {k: statistics.median(v) for k, v in s.items()}
         lines.append(
-            f"| {test} @ d{depth} | {med['prefill']:.2f} ({len(s['prefill'])}) | {med['load']:.2f} ({len(s['load'])}) "
+            f"| {test} | {med['prefill']:.2f} ({len(s['prefill'])}) | {med['load']:.2f} ({len(s['load'])}) "
             f"| {r.ratio:.4f} [{r.ci_low:.4f}, {r.ci_high:.4f}, {100 * r.ci_level:.1f} %] |"
         )
     return "\n".join(lines)
@@ -78,10 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("out", type=Path)
     ap.add_argument("--bench", help="the llama-bench binary (run)")
     ap.add_argument("--pairs", type=int, default=4, help="prefill/load pairs, the order alternating (run)")
-    ap.add_argument("args", nargs="*", help="llama-bench's arguments after --, without -o (run)")
-    a = ap.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    cut = argv.index("--") if "--" in argv else len(argv)  # llama-bench's arguments after --, without -o (run)
+    a = ap.parse_args(argv[:cut])
     if a.what == "run":
-        run(a.out, a.bench, a.pairs, a.args)
+        run(a.out, a.bench, a.pairs, argv[cut + 1 :])
     print(show(a.out))
     return 0
 

@@ -67,3 +67,20 @@ def test_the_folders_are_in_the_work_folder_and_removed_when_the_step_ends(tmp_p
     assert not (tmp_path / "depth-state").exists()
     with depth_state.states(None) as s:
         assert s.root is None
+
+
+def test_the_recorded_ab_loads_in_a_second_process_and_times_the_same(capsys):
+    """tests/fixtures/depth-state-ab (PROVENANCE.md): the real model at depth 4096 on 2 cores, prefill against load."""
+    from tests.conftest import script
+
+    ab = script("depth_state_ab")
+    fix = ROOT / "tests" / "fixtures" / "depth-state-ab"
+    for log in sorted((fix / "raw").glob("ab-r*-*.stderr.log")):
+        err, mode = log.read_text(), log.name.split("-")[2].removesuffix(".stderr.log")
+        assert ("state loaded from" in err) == (mode == "load"), log.name
+        assert ("state saved to" in err) == (mode == "save"), log.name
+    table = ab.show(fix)
+    rows = {ln.split("|")[1].strip(): ln for ln in table.splitlines() if ln.startswith("| ")}
+    assert float(rows["load"].split("|")[4]) < float(rows["prefill"].split("|")[4]) / 5  # medians: 2.1 s, 30.4 s
+    lo, hi = (float(x) for x in rows["tg16 @ d4096"].split("[")[1].split(",")[:2])
+    assert lo < 1 < hi  # load / prefill of the timed t/s: its interval holds 1
