@@ -75,9 +75,23 @@ def states(work: Path | None) -> Iterator[States]:
         yield States()
         return
     root = work / "depth-state" / f"{os.getpid()}-{time.time_ns()}"
+    for old in root.parent.glob("*-*") if root.parent.is_dir() else ():  # a killed step's: its process is gone
+        pid = old.name.split("-")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
     try:
         yield States(root)
     finally:
         shutil.rmtree(root, ignore_errors=True)
         with contextlib.suppress(OSError):
             root.parent.rmdir()  # the last step's: an empty depth-state/ goes too
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -3,6 +3,7 @@ llama-bench processes, for the argv the step really builds (decode.matrix_argvs,
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from patchkit.measure import decode, depth_state
@@ -67,6 +68,21 @@ def test_the_folders_are_in_the_work_folder_and_removed_when_the_step_ends(tmp_p
     assert not (tmp_path / "depth-state").exists()
     with depth_state.states(None) as s:
         assert s.root is None
+
+
+def test_a_killed_steps_folder_goes_with_the_next_step_and_a_live_ones_stays(tmp_path):
+    """A step killed (SIGKILL: no `finally`) leaves its folder; the next step removes it when its process is gone."""
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead, live = tmp_path / "depth-state" / f"{gone.stdout.strip()}-1", tmp_path / "depth-state" / f"{os.getppid()}-1"
+    for d in (dead, live):
+        d.mkdir(parents=True)
+        (d / "depth-256-f16-f16.state").write_bytes(b"state")
+    with depth_state.states(tmp_path):
+        assert not dead.exists() and live.is_dir()
+    assert live.is_dir()
 
 
 def test_the_recorded_ab_loads_in_a_second_process_and_times_the_same(capsys):
