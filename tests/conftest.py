@@ -30,6 +30,7 @@ DEFAULT_LOCAL = (
     "perf-phases",
     "perf-fill-fast",
     "perf-fill-chunks",
+    "bench-depth-state",
 )
 
 

@@ -12,8 +12,8 @@ from types import MappingProxyType
 
 from patchkit import backends, parsers
 from patchkit.errors import ParseError, PatchkitError, RecipeError
+from patchkit.measure import depth_state, model_package, stats
 from patchkit.measure import model as model_mod
-from patchkit.measure import model_package, stats
 from patchkit.measure.hooks import Around
 from patchkit.measure.kernel import MAX_ROUNDS, MAX_SECONDS, SETTLED, upstream_db
 from patchkit.measure.kind import ImportSpec, Resource, StepKind, one
@@ -160,6 +160,7 @@ class _State:
     logs: list = field(default_factory=list)
     errors: list = field(default_factory=list)
     runs: list = field(default_factory=list)  # (label, records): the upstream database
+    depth: depth_state.States = field(default_factory=depth_state.States)  # where each arm keeps its depth states
 
     def settled(self, ident: tuple, labels: list[str], t: DecodeTiming) -> bool:
         least = stats.min_samples() if t.per_cell else 0
@@ -222,9 +223,11 @@ def _one_round(bundle, r, labeled, argvs, st: _State, hooks: Around, bar, timeou
 
 def _one_process(bundle, r, i, label, b, argv, tag, st: _State, hooks: Around, timeout) -> set:
     hooks.enter(tag)
-    done, why, log = run_logged(
-        bundle, f"decode-{tag}", [b.exe("llama-bench"), *argv], timeout=timeout, separate_stderr=True
-    )
+    env = st.depth.env(label, b.key or str(b.dir), argv)
+    if not bundle.replay:
+        st.depth.make(env)
+    exe = b.exe("llama-bench")
+    done, why, log = run_logged(bundle, f"decode-{tag}", [exe, *argv], timeout=timeout, env=env, separate_stderr=True)
     st.logs.append(bundle.rel(log))
     st.seconds += round(done.seconds, 1) if done is not None else 0.0  # as the raw log says: a replay agrees
     recs = None
@@ -261,17 +264,19 @@ def run_decode(
     timing: DecodeTiming | None = None,
     timeout: float = 1800,
     real: Real | None = None,
+    depth_states: depth_state.States | None = None,
 ) -> Step:
     """llama-bench on every variant and an A/A copy of base, interleaved round by round until every cell
     is settled or capped (DecodeTiming); one row per (variant, cell), verdicts against each cell's A/A floor.
-    `real`: the real model's process runs in the same rounds, after the matrix's; its cells are stored apart."""
+    `real`: the real model's process runs in the same rounds, after the matrix's; its cells are stored apart.
+    `depth_states`: where each arm keeps the depths it prefilled for its later rounds (patches/local/0010)."""
     t0 = time.monotonic()
     t = timing or DecodeTiming()
     base = next((b for b in bins if b.variant == "base"), bins[0]) if bins else None
     labeled = [(b.variant, b) for b in ([base] if base else []) + [b for b in bins if b is not base]]
     if base is not None and t.aa:
         labeled.append((f"{base.variant}{AA}", base))
-    st, hooks = _State(), Around(bundle, "decode")
+    st, hooks = _State(depth=depth_states or depth_state.States()), Around(bundle, "decode")
     every = [*argvs, *([real.argv] if real else [])]
     what = f"{t.min_rounds} to {t.cap} rounds x {len(labeled)} binaries x {len(every)} processes"
     with Progress("bench:decode", total=t.cap * len(labeled) * len(every), unit="run", what=what) as bar:
@@ -464,7 +469,10 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
             argv = real_argv(rpath, n_prompt=d.real_n_prompt, n_gen=d.real_n_gen, **kw)
             real = Real(path=rpath, info=rinfo, argv=argv, note=d.real_note)
     timing = timing_of(opts)
-    out = run_decode(built.bundle, built.measured, model=path, model_info=info, argvs=argvs, timing=timing, real=real)
+    work = built.ctx.ws.root if depth_state.listed(built.ctx.recipe.series) else None
+    run_kw = {"model": path, "model_info": info, "argvs": argvs, "timing": timing, "real": real}
+    with depth_state.states(work) as ds:  # the arms' depth states, removed when the step ends
+        out = run_decode(built.bundle, built.measured, **run_kw, depth_states=ds)
     if missing and out.data:
         out.data["real_missing"] = missing
     return out
