@@ -12,7 +12,7 @@ from types import MappingProxyType
 
 from patchkit import backends, parsers
 from patchkit.errors import ParseError, PatchkitError, RecipeError
-from patchkit.measure import depth_state, model_package, stats
+from patchkit.measure import depth_state, model_package, stats, tool
 from patchkit.measure import model as model_mod
 from patchkit.measure.hooks import Around
 from patchkit.measure.kernel import MAX_ROUNDS, MAX_SECONDS, SETTLED, upstream_db
@@ -459,15 +459,7 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
     argvs = matrix_argvs(
         path, depths=d.depths, pp_depths=d.pp_depths, n_prompt=d.n_prompt, n_gen=d.n_gen, ubatch=d.ubatch, **kw
     )
-    real, missing = None, ""
-    if _wants_real(opts):
-        try:  # a model that cannot be had (offline, no network) costs its own cells, not the matrix
-            rpath, rinfo = real_model(built.ctx, opts)
-        except PatchkitError as e:
-            missing = str(e)
-        else:
-            argv = real_argv(rpath, n_prompt=d.real_n_prompt, n_gen=d.real_n_gen, **kw)
-            real = Real(path=rpath, info=rinfo, argv=argv, note=d.real_note)
+    real, missing = _real(built, opts, kw) if _wants_real(opts) else (None, "")
     timing = timing_of(opts)
     work = built.ctx.ws.root if depth_state.listed(built.ctx.recipe.series) else None
     run_kw = {"model": path, "model_info": info, "argvs": argvs, "timing": timing, "real": real}
@@ -476,6 +468,22 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
     if missing and out.data:
         out.data["real_missing"] = missing
     return out
+
+
+def _real(built: Built, opts: RunOptions, kw: dict) -> tuple[Real | None, str]:
+    """The real model's process (None, and why, where the model cannot be had: offline, no network; that costs
+    its own cells, not the matrix's). On a CPU with AMX-INT8 it runs with weight repacking off (tool.repack_off:
+    upstream's AMX matrix multiply crashes on Q4_K weights), said with the model."""
+    d = opts.decode
+    try:
+        path, info = real_model(built.ctx, opts)
+    except PatchkitError as e:
+        return None, str(e)
+    why = tool.repack_off(built.backend, built.bundle.env)
+    off = tool.repack_args("llama-bench", tool.usage_text(built.measured[0].exe("llama-bench")), why)
+    argv = real_argv(path, n_prompt=d.real_n_prompt, n_gen=d.real_n_gen, **{**kw, "extra": (*kw["extra"], *off)})
+    info = {**info, "repack_off": why} if off else info
+    return Real(path=path, info=info, argv=argv, note=d.real_note), ""
 
 
 def _wants_real(opts: RunOptions) -> bool:

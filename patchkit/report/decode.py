@@ -442,6 +442,8 @@ def real_blocks(e: DecodeRun, m: DecodeData, order: list[str], base: str, multi:
     header += [*(["K/V"] if kv else []), "variant", f"t/s {base}", "t/s variant", "Speedup", "verdict"]
     logs = list(dict.fromkeys(x for row in r.rows for x in row.logs))
     lines = [exercises_line(r, m)] + ([r.note] if r.note else []) + _aa_lines(r)
+    if r.model.get("repack_off"):  # a CPU with AMX-INT8 (measure.tool.repack_off)
+        lines.append(f"Every variant ran it with {r.model['repack_off']}.")
     lines.append(
         "llama-bench arguments (one more process a binary and round): "
         + code(" ".join(portable_args(r.argvs[0])))
