@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from patchkit import parsers, proc
+from patchkit import backends, parsers, proc
 from patchkit.errors import ParseError, ToolNotFound
 from patchkit.options import Context
 from patchkit.results import Bundle, Status, Step
@@ -88,7 +88,7 @@ AMX_CRASH = "ggml-org/llama.cpp#20824"
 def repack_off(backend: str, env: dict) -> str:
     """Why a real model's runs on the CPU backend keep its weights as the file has them (repacking off, for
     every variant alike), '' where they do not: a CPU build with AMX-INT8 (the run's env.json: cpu_isa)."""
-    if backend != "cpu":
+    if backends.get(backend).needs_gpu:  # the weights are on the GPU
         return ""
     isa = env.get("cpu_isa") or {}
     if "AMX-INT8" not in (isa.get("extensions") or []):
