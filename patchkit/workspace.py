@@ -304,7 +304,7 @@ def _readers(text: str) -> list[str]:
     out = []
     for line in text.splitlines():
         m = re.fullmatch(r"patchkit pid (\d+) \(reading\)", line.strip())
-        if m and _alive(int(m.group(1))):
+        if m and pid_alive(int(m.group(1))):
             out.append(line.strip())
     return out
 
@@ -314,12 +314,13 @@ def _holders(text: str) -> str:
     alive = []
     for line in text.splitlines():
         m = re.search(r"\bpid (\d+)", line)
-        if line.strip() and (m is None or _alive(int(m.group(1)))) and line.strip() not in alive:
+        if line.strip() and (m is None or pid_alive(int(m.group(1)))) and line.strip() not in alive:
             alive.append(line.strip())
     return ", ".join(alive) or "another process"
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process of that pid lives (one of another user counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

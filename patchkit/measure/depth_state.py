@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from patchkit.workspace import pid_alive
+
 ENV = "LLAMA_BENCH_DEPTH_STATE_DIR"
 PATCH = "0010-llama-bench-depth-state-dir.patch"  # the recipe lists it: its binaries read ENV
 
@@ -77,7 +79,7 @@ def states(work: Path | None) -> Iterator[States]:
     root = work / "depth-state" / f"{os.getpid()}-{time.time_ns()}"
     for old in root.parent.glob("*-*") if root.parent.is_dir() else ():  # a killed step's: its process is gone
         pid = old.name.split("-")[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             shutil.rmtree(old, ignore_errors=True)
     try:
         yield States(root)
@@ -85,13 +87,3 @@ def states(work: Path | None) -> Iterator[States]:
         shutil.rmtree(root, ignore_errors=True)
         with contextlib.suppress(OSError):
             root.parent.rmdir()  # the last step's: an empty depth-state/ goes too
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
