@@ -479,10 +479,9 @@ def _real(built: Built, opts: RunOptions, kw: dict) -> tuple[Real | None, str]:
         path, info = real_model(built.ctx, opts)
     except PatchkitError as e:
         return None, str(e)
-    why = tool.repack_off(built.backend, built.bundle.env)
-    off = tool.repack_args("llama-bench", tool.usage_text(built.measured[0].exe("llama-bench")), why)
+    off, why = tool.no_repack(built, "llama-bench")
     argv = real_argv(path, n_prompt=d.real_n_prompt, n_gen=d.real_n_gen, **{**kw, "extra": (*kw["extra"], *off)})
-    info = {**info, "repack_off": why} if off else info
+    info = {**info, "repack_off": why} if why else info
     return Real(path=path, info=info, argv=argv, note=d.real_note), ""
 
 

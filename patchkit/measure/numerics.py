@@ -534,9 +534,9 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
         return skip  # before the model: a run with nothing to compare installs nothing
     path, info = numerics_model(built, opts)
     bins = built.measured
-    repack = tool.repack_off(built.backend, built.bundle.env)
-    extra = tuple(tool.repack_args("llama-perplexity", tool.usage_text(bins[0].exe("llama-perplexity")), repack))
-    if extra:
+    off, repack = tool.no_repack(built, "llama-perplexity")  # llama-completion takes the same common option
+    extra = tuple(off)
+    if repack:
         print(f"[{name}] {repack}")
         info["repack_off"] = repack  # said in the report with the model
     step = run_numerics(

@@ -109,6 +109,14 @@ def repack_args(tool: str, usage: str, why: str) -> list[str]:
     return [] if options_not_listed(usage, [option]) else args
 
 
+def no_repack(built: Built, tool: str) -> tuple[list[str], str]:
+    """(the options that turn weight repacking off for `tool` in this run, why) -- ([], '') where the run needs
+    none (repack_off) or the measured variants' tool lists no such option (repack_args)."""
+    why = repack_off(built.backend, built.bundle.env)
+    args = repack_args(tool, usage_text(built.measured[0].exe(tool)), why) if why else []
+    return args, why if args else ""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Bins:
     """A built variant: its name and the folder holding its binaries."""
