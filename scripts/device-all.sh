@@ -13,16 +13,7 @@ cd "$(dirname "$0")/.."
 # the host: its cores (physical or SMT siblings decide what -j and builds beside builds cost) and the card
 lscpu | grep -E '^(Model name|CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\))'; nvidia-smi -L
 extra=${PK_RUN_ARGS:-}
-if [ -n "${SPLIT:-}" ]; then
-    printf '\n[[series]]\nfile = "patches/local/0009-cuda-fattn-mma-instances-hs256-and-rest.patch"\nid = "fattn-split-hs256"\nlocal = true\n' > /tmp/split.toml
-    python3 - recipes/default.toml /tmp/split.toml <<'PY' || exit 3
-import sys
-recipe, block = sys.argv[1], open(sys.argv[2]).read()
-text = open(recipe).read()
-at = text.index("\n[build]")  # after the last [[series]] entry
-open(recipe, "w").write(text[:at] + block + text[at:])
-PY
-fi
+if [ -n "${SPLIT:-}" ]; then python3 scripts/split_recipe.py recipes/default.toml recipes/default.toml || exit 3; fi
 python3 -m patchkit run --arch 90 --check-arch 89 --offline --run cold $extra
 echo "cold exit $?"
 sed -i 's/^+    GGML_CUDA_FATTN_MMA_CONFIG_CASE(256, 256,  8,  64, 4,  32, 128, 128, 128, 2, true);/+    GGML_CUDA_FATTN_MMA_CONFIG_CASE(256, 256,  8,  64, 4,  32, 128, 128, 128, 1, true);/' \

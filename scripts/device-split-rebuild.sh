@@ -20,13 +20,7 @@ export PYTHONPATH=$site:$PWD
 arch=${ARCH:-90}
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 # the split recipe: the default one with 0009 listed after the last [[series]] entry (in this copy only)
-python3 - recipes/default.toml recipes/split-rebuild.toml <<'PY' || exit 1
-import sys
-text = open(sys.argv[1]).read()
-at = text.index("\n[build]")
-block = '\n[[series]]\nfile = "patches/local/0009-cuda-fattn-mma-instances-hs256-and-rest.patch"\nid = "fattn-split-hs256"\nlocal = true\n'
-open(sys.argv[2], "w").write(text[:at] + block + text[at:])
-PY
+python3 scripts/split_recipe.py recipes/default.toml recipes/split-rebuild.toml || exit 1
 dir=ggml/src/ggml-cuda/CMakeFiles/ggml-cuda.dir
 inst=$dir/template-instances/fattn-mma-f16-instance
 declare -A targets
