@@ -50,7 +50,7 @@ def _stopped_while_holding(argv: list[str], lock: Path, tries: int = 10) -> subp
                 if mark in lock.read_text(errors="replace") and _held(lock):
                     return p
                 os.kill(p.pid, signal.SIGCONT)
-            time.sleep(0.005)
+            time.sleep(0.001)  # the shared lock of finding finished builds is held for a short while
         p.communicate()
     raise AssertionError(f"patchkit {' '.join(argv)} never held {lock} in {tries} tries")
 
