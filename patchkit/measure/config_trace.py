@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchkit import backends
+from patchkit import backends, proc
 from patchkit.measure.tool import options_not_listed, usage_text
 
 ENV = "GGML_CUDA_FATTN_MMA_TRACE"
@@ -151,3 +151,24 @@ def store(result, t: Tracing, reads: dict, plan) -> None:
         ]
     if plan.why:
         result.rows_scope = plan.to_dict()
+
+
+# numerics' processes: gen-d<depth>-p<prompt>-<variant>, kld-<variant> (each may be run again: -try<n>)
+_NUMERICS_LOG = re.compile(r"^(?:gen-d\d+-p\d+|kld)-(?P<variant>.+?)(?:-try\d+)?\.log$")
+
+
+def process_reads(run: Path, logs: Sequence[str], variants: Sequence[str]) -> list[dict]:
+    """numerics' reads per process: {variant, log, keys} for each generation and KL divergence log (`logs`:
+    relative to the run folder) of one of `variants`, from its stderr log."""
+    out = []
+    for rel in logs:
+        m = _NUMERICS_LOG.match(Path(rel).name)
+        if not m or m.group("variant") not in variants:
+            continue
+        err = proc.stderr_log(run / rel)
+        out.append({"variant": m.group("variant"), "log": rel, "keys": keys_in(_read(err))})
+    return out
+
+
+def _read(p: Path) -> str:
+    return p.read_text(errors="replace") if p.is_file() else ""

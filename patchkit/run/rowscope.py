@@ -151,19 +151,28 @@ def _argvs(sd: dict) -> list[list[str]]:
     return [[str(a) for a in argv] for argv in [*(sd.get("argvs") or []), *([real] if real else [])]]
 
 
-def _cut(argv: list[str], i: int, groups: dict[tuple, int], skip: set) -> tuple[str, ...] | None:
-    """Process i's round-1 arguments: -d and -ub cut to its cells still to measure; None: none left. A process
-    the earlier run recorded no cell of runs whole."""
-    from patchkit.measure.decode import IDENTITY, _with  # the step's own cut of a later round
+# the positions of n_depth and n_ubatch in a cell's identity (patchkit.measure.decode.IDENTITY, stored in results)
+DEPTH, UBATCH = 3, 5
 
+
+def _with(args: list[str], flag: str, values) -> list[str]:
+    out = list(args)
+    if flag in out:
+        out[out.index(flag) + 1] = ",".join(str(x) for x in values)
+    return out
+
+
+def _cut(argv: list[str], i: int, groups: dict[tuple, int], skip: set) -> tuple[str, ...] | None:
+    """Process i's round-1 arguments: -d and -ub cut to its cells still to measure, as bench:decode cuts a later
+    round's; None: none left. A process the earlier run recorded no cell of runs whole."""
     mine = [k for k, g in groups.items() if g == i]
     if not mine:
         return tuple(argv)
     open_ = [k for k in mine if k not in skip]
     if not open_:
         return None
-    out = _with(argv, "-d", sorted({k[IDENTITY.index("n_depth")] for k in open_}))
-    return tuple(_with(out, "-ub", sorted({k[IDENTITY.index("n_ubatch")] for k in open_}, reverse=True)))
+    out = _with(argv, "-d", sorted({k[DEPTH] for k in open_}))
+    return tuple(_with(out, "-ub", sorted({k[UBATCH] for k in open_}, reverse=True)))
 
 
 def numerics_plan(
@@ -204,3 +213,11 @@ def of_step(built, tracing: config_trace.Tracing, every: Sequence[Sequence[str]]
     if plan.why:
         print(f"[bench:decode] {plan.why}")
     return plan
+
+
+def numerics_of_step(built, tracing: config_trace.Tracing, name: str) -> tuple[dict[str, str], str]:
+    """numerics' plan in a run (patchkit.measure.tool.Built), its line printed."""
+    left, why = numerics_plan(built.scope, tracing, built.ctx.ws.runs(built.ctx.recipe.name), built.bundle.path)
+    if why:
+        print(f"[{name}] {why}")
+    return left, why
