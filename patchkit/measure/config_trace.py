@@ -154,7 +154,7 @@ def store(result, t: Tracing, reads: dict, plan) -> None:
 
 
 # numerics' processes: gen-d<depth>-p<prompt>-<variant>, kld-<variant> (each may be run again: -try<n>)
-_NUMERICS_LOG = re.compile(r"^(?:gen-d\d+-p\d+|kld)-(?P<variant>.+?)(?:-try\d+)?\.log$")
+_NUMERICS_LOG = re.compile(r"^(?:gen-d\d+-p\d+|kld)-(?P<variant>.+?)(?:-try\d+)?(?:\.\d+)?\.log$")
 
 
 def process_reads(run: Path, logs: Sequence[str], variants: Sequence[str]) -> list[dict]:
