@@ -46,19 +46,30 @@ def test_a_row_edit_read_by_some_cells_measures_only_those(tmp_path):
     plan = _plan(tmp_path / "a", _scope(_rows(8)))
     assert {(k[3], k[5]) for k in plan.skip} == {(0, 16), (256, 16), (0, 1), (256, 1)}
     (first,) = plan.first
-    assert first[first.index("-ub") + 1] == "4" and first[first.index("-d") + 1] == "0,256"
+    # cut to micro-batch 4, with the largest kept first where a depth is prefilled (at the first test's micro-batch)
+    assert first[first.index("-ub") + 1] == "16,4" and first[first.index("-d") + 1] == "0,256"
     assert plan.runs == ("r1",) and "4 decode cells read no changed row" in plan.why and "stand in r1" in plan.why
     # the run with the plan: one process an arm, its micro-batch 4 cells only; the others are not this run's
     for v in ("base", "+0001"):
         (tmp_path / "a" / "bin" / v / "calls.jsonl").unlink()
     _, d, calls = _decode(tmp_path / "a", ON, name="r2", plan=plan)
     every = calls["base"] + calls["+0001"]
-    assert len(every) == 3 and all(c["argv"][c["argv"].index("-ub") + 1] == "4" for c in every)
+    assert len(every) == 3 and all(c["argv"][c["argv"].index("-ub") + 1] == "16,4" for c in every)
     assert {(r["depth"], r["n_ubatch"]) for r in d["rows"]} == {(0, 4), (256, 4)}
     assert d["rows_scope"]["why"] == plan.why and len(d["rows_scope"]["cells"]) == 4
     # the report says what was left out and where it stands
     run = Bundle.open(tmp_path / "a" / "runs" / "r2")
     assert RunView(run, env={}).rows_scope_lines() == [plan.why]
+
+
+def test_a_cut_without_depths_keeps_only_the_cells_to_measure():
+    argv = [*probe.ARGV]
+    argv[argv.index("-d") + 1] = "0"
+    ident = ("llama", 16, 0, 0, 2048, 4, "q4_0", "q4_0", 0)
+    groups = {ident: 0, (*ident[:5], 16, *ident[6:]): 0}
+    out = rowscope._cut(argv, 0, groups, {(*ident[:5], 16, *ident[6:])})
+    assert out[out.index("-ub") + 1] == "4"  # nothing to prefill: no larger micro-batch added
+    assert rowscope._cut(argv, 1, groups, set()) == tuple(argv)  # a process with no recorded cell runs whole
 
 
 def test_a_row_edit_read_by_no_cell_measures_none(tmp_path):
