@@ -21,6 +21,7 @@ from pathlib import Path
 
 from patchkit import backends, proc
 from patchkit.measure.tool import options_not_listed, usage_text
+from patchkit.results.data.decode import DecodeConfigReads
 
 ENV = "GGML_CUDA_FATTN_MMA_TRACE"
 PATCH = "0011-cuda-fattn-mma-config-read-trace.patch"  # the recipe lists it: its CUDA binaries read ENV
@@ -142,13 +143,15 @@ def record(reads: dict, stderr_log: Path, label: str, process: int, idents: Sequ
 
 def store(result, t: Tracing, reads: dict, plan) -> None:
     """The trace and the --changed plan into bench:decode's data (DecodeData; nothing where neither applies)."""
-    from patchkit.results.data.decode import DecodeConfigReads
-
     if t.on:
         result.config_reads = [
             DecodeConfigReads(variant=lab, ident=list(k), process=v["process"], keys=v["keys"])
             for (lab, k), v in reads.items()
+            if k not in plan.skip
         ]
+        # the cells left out (a cut process may still run some; their records are dropped): each arm's reads as the
+        # earlier run recorded them, with the run where the cell's numbers stand
+        result.config_reads += [DecodeConfigReads(**r) for r in plan.carried]
     if plan.why:
         result.rows_scope = plan.to_dict()
 

@@ -33,6 +33,7 @@ class DecodePlan:
     skip: frozenset = frozenset()
     first: tuple | None = None
     runs: tuple[str, ...] = ()
+    carried: tuple = ()  # the earlier reads of the cells left out ({variant, ident, process, keys, carried_from})
     why: str = (
         ""  # one line: what was left out and where it stands, or why every cell is measured ('' without --changed)
     )
@@ -43,6 +44,7 @@ class DecodePlan:
             "runs": list(self.runs),
             "cells": [list(k) for k in sorted(self.skip, key=repr)],
             "first_argvs": None if self.first is None else [None if a is None else list(a) for a in self.first],
+            "carried": [dict(r) for r in self.carried],
         }
 
     @classmethod
@@ -55,6 +57,7 @@ class DecodePlan:
             first=None if first is None else tuple(None if a is None else tuple(a) for a in first),
             runs=tuple(d.get("runs") or ()),
             why=str(d.get("why") or ""),
+            carried=tuple(d.get("carried") or ()),
         )
 
 
@@ -83,8 +86,9 @@ def earlier(runs_dir: Path, here: Path | None, step: str, variant: str, head: st
     """The newest earlier run whose results measured `variant` at `head` in `step` with traces `want(data)` accepts."""
     for name, data in _runs(runs_dir, here):
         heads = {v.get("name"): v.get("head") for v in data.get("variants") or () if isinstance(v, dict)}
-        sd = ((data.get("steps") or {}).get(step) or {}).get("data") or {}
-        if heads.get(variant) == head and sd.get("config_reads") and want(sd):
+        st = (data.get("steps") or {}).get(step) or {}
+        sd = st.get("data") or {}
+        if heads.get(variant) == head and st.get("status") == "ok" and sd.get("config_reads") and want(sd):
             return Earlier(name, sd)
     return None
 
@@ -117,7 +121,7 @@ def decode_plan(
         return DecodePlan(why=no + why)
     skip: set | None = None
     groups: dict[tuple, int] = {}
-    runs: list[str] = []
+    found: list[Earlier] = []
     for v, c in scope.changed.items():
         e = earlier(runs_dir, here, DECODE, v, str(c.get("since") or ""), want=lambda sd: _argvs(sd) == every)
         if e is None:
@@ -130,20 +134,33 @@ def decode_plan(
         quiet = {tuple(r["ident"]) for r in mine if not config_trace.hits(r.get("keys") or [], c["rows"])}
         skip = quiet if skip is None else skip & quiet
         groups.update({tuple(r["ident"]): int(r.get("process", 0)) for r in mine})
-        runs.append(e.run_id)
+        found.append(e)
     skip = skip or set()
-    runs = list(dict.fromkeys(runs))
     if not skip:
-        return DecodePlan(
-            why=f"--changed: every decode cell measured: each reads a changed row (earlier run {', '.join(runs)})"
-        )
+        runs = ", ".join(dict.fromkeys(e.run_id for e in found))
+        return DecodePlan(why=f"--changed: every decode cell measured: each reads a changed row (earlier run {runs})")
+    carried = _carried(found, skip)
+    runs = tuple(sorted({r["carried_from"] for r in carried.values()}))
     first = tuple(_cut(argv, i, groups, skip) for i, argv in enumerate(every))
     left = sum(1 for k in groups if k not in skip)
     why = (
         f"--changed: {len(skip)} decode cells read no changed row and are not measured again (they stand in "
         f"{', '.join(runs)}); {left} measured"
     )
-    return DecodePlan(skip=frozenset(skip), first=first, runs=tuple(runs), why=why)
+    return DecodePlan(skip=frozenset(skip), first=first, runs=runs, why=why, carried=tuple(carried.values()))
+
+
+def _carried(found: list[Earlier], skip: set) -> dict[tuple, dict]:
+    """The earlier reads of the cells left out, each arm's, with the run where the cell's numbers stand: a cell
+    that read no changed row reads what it read before (the premise), so the next edit's run can leave it out
+    again (a cell an earlier run itself left out keeps the run it was carried from)."""
+    out: dict[tuple, dict] = {}
+    for e in found:
+        for r in e.data["config_reads"]:
+            k = tuple(r["ident"])
+            if k in skip:
+                out.setdefault((r.get("variant"), k), {**r, "carried_from": r.get("carried_from") or e.run_id})
+    return out
 
 
 def _argvs(sd: dict) -> list[list[str]]:

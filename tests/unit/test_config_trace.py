@@ -70,9 +70,12 @@ def test_a_key_reads_a_row_when_its_shared_columns_are_equal():
     assert config_trace.hits([K16], rows) == []
 
 
-def _decode(tmp_path: Path, tracing: config_trace.Tracing, name: str = "r1", plan=None) -> tuple[Bundle, dict, dict]:
+def _decode(
+    tmp_path: Path, tracing: config_trace.Tracing, name: str = "r1", plan=None, head: str = "h1"
+) -> tuple[Bundle, dict, dict]:
+    """bench:decode through its runner on the stand-in (base and +0001, +0001 at `head`), recorded as run `name`."""
     bins = [decode.Bins(variant=v, dir=probe.install(tmp_path / "bin" / v), key=v) for v in ("base", "+0001")]
-    meta = {"variants": [{"name": "base", "head": "h0"}, {"name": "+0001", "head": "h1"}]}
+    meta = {"variants": [{"name": "base", "head": "h0"}, {"name": "+0001", "head": head}]}
     b = Bundle.create(tmp_path / "runs", recipe="seed-fattn", run_id=name, meta=meta)
     kw = {"type_k": "q4_0", "type_v": "q4_0", "repetitions": 2, "threads": 0, "ngl": 0}
     argv = decode.decode_args(

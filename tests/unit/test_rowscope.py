@@ -62,6 +62,24 @@ def test_a_row_edit_read_by_some_cells_measures_only_those(tmp_path):
     assert RunView(run, env={}).rows_scope_lines() == [plan.why]
 
 
+def test_the_next_edit_leaves_out_again_what_the_last_run_left_out_and_names_where_its_numbers_stand(tmp_path):
+    """r1 measured everything at h1; r2 (at h2, an edit of the 8-column row) only the micro-batch 4 cells; r3 (another
+    edit of that row, since h2) finds r2: the cells r2 left out carry r1's reads, so they are left out again (not
+    lost: a micro-batch 1 cell r2 never ran is neither measured nor forgotten), and their numbers stand in r1."""
+    _decode(tmp_path, ON)
+    plan2 = _plan(tmp_path, _scope(_rows(8)))
+    _, d2, _ = _decode(tmp_path, ON, name="r2", plan=plan2, head="h2")
+    carried = [r for r in d2["config_reads"] if r.get("carried_from")]
+    # every cell left out carries r1's reads (micro-batch 16 too, which r2's cut process ran and dropped)
+    arms = ("base", "base#2", "+0001")
+    assert sorted((r["variant"], r["ident"][5], r["carried_from"]) for r in carried) == sorted(
+        (a, ub, "r1") for a in arms for ub in (16, 16, 1, 1)
+    )
+    plan3 = rowscope.decode_plan(_scope(_rows(8), since="h2"), ON, tmp_path / "runs", None, d2["argvs"])
+    assert plan3.skip == plan2.skip and plan3.first == plan2.first and plan3.runs == ("r1",)
+    assert "4 decode cells read no changed row" in plan3.why and "stand in r1" in plan3.why
+
+
 def test_a_cut_without_depths_keeps_only_the_cells_to_measure():
     argv = [*probe.ARGV]
     argv[argv.index("-d") + 1] = "0"

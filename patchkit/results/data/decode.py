@@ -107,6 +107,7 @@ class DecodeConfigReads(Data):
     ident: list[Any]  # the cell's llama-bench identity (measure.decode.IDENTITY)
     process: int  # which process of a round runs it (an index into `argvs`, the real model's after them)
     keys: list[dict[str, Any]]  # each key read, as its trace line says: {DKQ, DV, ncols, table}
+    carried_from: str = ABSENT  # a cell --changed left out: its reads (and numbers) are those of this earlier run
 
 
 @dataclass(kw_only=True)
