@@ -552,10 +552,10 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
     if (skip := built.nothing_to_compare(name)) is not None:
         return skip  # before the model: a run with nothing to compare installs nothing
     tracing = config_trace.of_step(built)
-    left, why = rowscope.numerics_of_step(built, tracing, name)
-    bins = [b for b in built.measured if b.variant not in left]
+    plan = rowscope.numerics_of_step(built, tracing, name)
+    bins = [b for b in built.measured if b.variant not in plan.left]
     if len(bins) < 2:
-        return Step(name=name, status=Status.NOT_RUN, reason=why, data={"rows_scope": why})
+        return Step(name=name, status=Status.NOT_RUN, reason=plan.why, data=plan.data())
     path, info = numerics_model(built, opts)
     off, repack = tool.no_repack(built, "llama-perplexity")  # llama-completion takes the same common option
     extra = tuple(off)
@@ -577,8 +577,10 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
         tracing=tracing,
     )
     step.data["model"] = info  # which model the comparisons ran on
-    if why:
-        step.data["rows_scope"] = why
+    if plan.why:
+        step.data["rows_scope"] = plan.why
+    if plan.carried:  # the variants left out: their earlier reads, for the next edit's run
+        step.data["config_reads"] = [*(step.data.get("config_reads") or []), *plan.carried]
     return step
 
 

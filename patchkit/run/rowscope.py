@@ -88,7 +88,8 @@ def earlier(runs_dir: Path, here: Path | None, step: str, variant: str, head: st
         heads = {v.get("name"): v.get("head") for v in data.get("variants") or () if isinstance(v, dict)}
         st = (data.get("steps") or {}).get(step) or {}
         sd = st.get("data") or {}
-        if heads.get(variant) == head and st.get("status") == "ok" and sd.get("config_reads") and want(sd):
+        ok = st.get("status") == "ok" or (step == NUMERICS and st.get("status") == "not_run")  # left out: carried
+        if heads.get(variant) == head and ok and sd.get("config_reads") and want(sd):
             return Earlier(name, sd)
     return None
 
@@ -197,31 +198,46 @@ def _cut(argv: list[str], i: int, groups: dict[tuple, int], skip: set) -> tuple[
     return tuple(_with(out, "-ub", ubs))
 
 
+@dataclass(frozen=True)
+class NumericsPlan:
+    """The variants whose numerics is not run again (variant -> the run where it stands), the line saying so or why
+    all run, and the left-out variants' earlier reads (carried_from: that run), kept for the next edit's run."""
+
+    left: dict = field(default_factory=dict)
+    why: str = ""
+    carried: tuple = ()
+
+    def data(self) -> dict:
+        return {"rows_scope": self.why, **({"config_reads": list(self.carried)} if self.carried else {})}
+
+
 def numerics_plan(
     scope: Scope | None, tracing: config_trace.Tracing, runs_dir: Path, here: Path | None
-) -> tuple[dict[str, str], str]:
-    """(variant -> the earlier run where its numerics stands, for the variants not run again; one line why)."""
+) -> NumericsPlan:
+    """numerics in a `--changed` run: a changed variant none of whose processes read a changed row in the earlier
+    run that ran its numerics at the head of its last build is not run again."""
     if scope is None:
-        return {}, ""
+        return NumericsPlan()
     no = "--changed: numerics of every changed variant run: "
     if not tracing.on:
-        return {}, no + tracing.why
+        return NumericsPlan(why=no + tracing.why)
     if why := _rows_only(scope):
-        return {}, no + why
+        return NumericsPlan(why=no + why)
     out: dict[str, str] = {}
-    notes = []
+    notes, carried = [], []
     for v, c in scope.changed.items():
         e = earlier(runs_dir, here, NUMERICS, v, str(c.get("since") or ""), want=lambda sd, v=v: _has(sd, v))
         if e is None:
             notes.append(f"{v}: no earlier run with a config-read trace of its numerics")
             continue
-        keys = [k for r in e.data["config_reads"] if r.get("variant") == v for k in r.get("keys") or []]
-        if config_trace.hits(keys, c["rows"]):
+        mine = [r for r in e.data["config_reads"] if r.get("variant") == v]
+        if config_trace.hits([k for r in mine for k in r.get("keys") or []], c["rows"]):
             notes.append(f"{v}: its processes read a changed row")
-        else:
-            out[v] = e.run_id
-            notes.append(f"{v}: no process read a changed row, not run again (stands in {e.run_id})")
-    return out, "--changed: numerics: " + "; ".join(notes)
+            continue
+        out[v] = next((r["carried_from"] for r in mine if r.get("carried_from")), e.run_id)
+        carried += [{**r, "carried_from": out[v]} for r in mine]
+        notes.append(f"{v}: no process read a changed row, not run again (stands in {out[v]})")
+    return NumericsPlan(left=out, why="--changed: numerics: " + "; ".join(notes), carried=tuple(carried))
 
 
 def _has(sd: dict, variant: str) -> bool:
@@ -237,9 +253,9 @@ def of_step(built, tracing: config_trace.Tracing, every: Sequence[Sequence[str]]
     return plan
 
 
-def numerics_of_step(built, tracing: config_trace.Tracing, name: str) -> tuple[dict[str, str], str]:
+def numerics_of_step(built, tracing: config_trace.Tracing, name: str) -> NumericsPlan:
     """numerics' plan in a run (patchkit.measure.tool.Built), its line printed."""
-    left, why = numerics_plan(built.scope, tracing, built.ctx.ws.runs(built.ctx.recipe.name), built.bundle.path)
-    if why:
-        print(f"[{name}] {why}")
-    return left, why
+    plan = numerics_plan(built.scope, tracing, built.ctx.ws.runs(built.ctx.recipe.name), built.bundle.path)
+    if plan.why:
+        print(f"[{name}] {plan.why}")
+    return plan

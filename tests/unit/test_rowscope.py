@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from patchkit.measure import config_trace, decode
+from patchkit.report import summary
 from patchkit.report.runview import RunView
 from patchkit.results import Bundle, Status, Step
 from patchkit.run import rowscope
@@ -60,6 +61,8 @@ def test_a_row_edit_read_by_some_cells_measures_only_those(tmp_path):
     # the report says what was left out and where it stands
     run = Bundle.open(tmp_path / "a" / "runs" / "r2")
     assert RunView(run, env={}).rows_scope_lines() == [plan.why]
+    line = "`--changed`: 4 decode cells read no changed row and are not measured again (they stand in r1); 2 measured."
+    assert line in summary.scope_lines("", {"changed": {}, "rows_lines": [plan.why]})
 
 
 def test_the_next_edit_leaves_out_again_what_the_last_run_left_out_and_names_where_its_numbers_stand(tmp_path):
@@ -133,13 +136,17 @@ def test_an_earlier_run_without_a_trace_or_a_cpu_run_measures_every_cell(tmp_pat
     assert rowscope.decode_plan(None, ON, tmp_path / "runs", None, []).why == ""  # not a --changed run: no line
 
 
-def _numerics_run(tmp_path: Path, keys: list[dict]) -> None:
-    meta = {"variants": [{"name": "base", "head": "h0"}, {"name": "+0001", "head": "h1"}]}
-    b = Bundle.create(tmp_path / "runs", recipe="seed-fattn", run_id="n1", meta=meta)
-
+def _numerics_run(tmp_path: Path, keys: list[dict], name: str = "n1", head: str = "h1", plan=None) -> None:
+    """A recorded numerics step with +0001's process reading `keys` (or, with `plan`, the step as a run that left
+    every changed variant out records it: not run, the earlier reads carried)."""
+    meta = {"variants": [{"name": "base", "head": "h0"}, {"name": "+0001", "head": head}]}
+    b = Bundle.create(tmp_path / "runs", recipe="seed-fattn", run_id=name, meta=meta)
     reads = [{"variant": "+0001", "log": "raw/gen-d0-p0-+0001.log", "keys": keys}]
     reads.append({"variant": "base", "log": "raw/gen-d0-p0-base.log", "keys": [probe_key(8)]})
-    b.record(Step(name="numerics", status=Status.OK, data={"pairs": [], "config_reads": reads}))
+    if plan is None:
+        b.record(Step(name="numerics", status=Status.OK, data={"pairs": [], "config_reads": reads}))
+    else:
+        b.record(Step(name="numerics", status=Status.NOT_RUN, reason=plan.why, data=plan.data()))
     b.save()
 
 
@@ -149,11 +156,21 @@ def probe_key(ncols: int) -> dict:
 
 def test_numerics_is_not_run_again_for_a_variant_none_of_whose_processes_read_a_changed_row(tmp_path):
     _numerics_run(tmp_path, [probe_key(16)])
-    left, why = rowscope.numerics_plan(_scope(_rows(8)), ON, tmp_path / "runs", None)
-    assert left == {"+0001": "n1"} and "not run again (stands in n1)" in why
-    left, why = rowscope.numerics_plan(_scope(_rows(16)), ON, tmp_path / "runs", None)
-    assert left == {} and "+0001: its processes read a changed row" in why
-    left, why = rowscope.numerics_plan(_scope([], why="x: not rows"), ON, tmp_path / "runs", None)
-    assert left == {} and why == "--changed: numerics of every changed variant run: +0001: x: not rows"
-    left, why = rowscope.numerics_plan(_scope(_rows(8), since="other"), ON, tmp_path / "runs", None)
-    assert left == {} and "no earlier run with a config-read trace" in why
+    plan = rowscope.numerics_plan(_scope(_rows(8)), ON, tmp_path / "runs", None)
+    assert plan.left == {"+0001": "n1"} and "not run again (stands in n1)" in plan.why
+    plan = rowscope.numerics_plan(_scope(_rows(16)), ON, tmp_path / "runs", None)
+    assert plan.left == {} and "+0001: its processes read a changed row" in plan.why
+    plan = rowscope.numerics_plan(_scope([], why="x: not rows"), ON, tmp_path / "runs", None)
+    assert plan.left == {} and plan.why == "--changed: numerics of every changed variant run: +0001: x: not rows"
+    plan = rowscope.numerics_plan(_scope(_rows(8), since="other"), ON, tmp_path / "runs", None)
+    assert plan.left == {} and "no earlier run with a config-read trace" in plan.why
+    cpu = rowscope.numerics_plan(_scope(_rows(8)), config_trace.tracing(_series(), "cpu"), tmp_path / "runs", None)
+    assert cpu.left == {} and "no config-read trace on the cpu backend" in cpu.why
+
+
+def test_numerics_left_out_carries_its_reads_to_the_next_edit(tmp_path):
+    _numerics_run(tmp_path, [probe_key(16)])
+    first = rowscope.numerics_plan(_scope(_rows(8)), ON, tmp_path / "runs", None)
+    _numerics_run(tmp_path, [], name="n2", head="h2", plan=first)  # the run that left +0001's numerics out
+    again = rowscope.numerics_plan(_scope(_rows(8), since="h2"), ON, tmp_path / "runs", None)
+    assert again.left == {"+0001": "n1"} and "stands in n1" in again.why
