@@ -175,3 +175,16 @@ def process_reads(run: Path, logs: Sequence[str], variants: Sequence[str]) -> li
 
 def _read(p: Path) -> str:
     return p.read_text(errors="replace") if p.is_file() else ""
+
+
+def left_out(t: Tracing, plan, every: Sequence[Sequence[str]]) -> dict:
+    """bench:decode's data when --changed left every cell out (no process ran): the plan, and the cells' earlier
+    reads with the processes' arguments (`argvs`: every process of a round, the real model's too), so that the
+    next edit's run can leave them out again ({} without a plan)."""
+    if not plan.why:
+        return {}
+    reads = [DecodeConfigReads(**r).to_dict() for r in plan.carried] if t.on else []
+    return {
+        "rows_scope": plan.to_dict(),
+        **({"config_reads": reads, "argvs": [list(a) for a in every]} if reads else {}),
+    }

@@ -306,6 +306,7 @@ def run_decode(
             reason="; ".join(st.errors) or st.plan.why or "llama-bench produced no records",
             logs=logs,
             seconds=round(time.monotonic() - t0, 1),
+            data=config_trace.left_out(st.tracing, st.plan, every) if not st.errors else {},
         )
     order = [lab for lab, _ in labeled]
     every_test = list(dict.fromkeys(k for _, k in st.rows))

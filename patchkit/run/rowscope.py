@@ -88,7 +88,7 @@ def earlier(runs_dir: Path, here: Path | None, step: str, variant: str, head: st
         heads = {v.get("name"): v.get("head") for v in data.get("variants") or () if isinstance(v, dict)}
         st = (data.get("steps") or {}).get(step) or {}
         sd = st.get("data") or {}
-        ok = st.get("status") == "ok" or (step == NUMERICS and st.get("status") == "not_run")  # left out: carried
+        ok = st.get("status") in ("ok", "not_run")  # not run: --changed left it all out (its reads carried)
         if heads.get(variant) == head and ok and sd.get("config_reads") and want(sd):
             return Earlier(name, sd)
     return None

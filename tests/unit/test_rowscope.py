@@ -99,10 +99,15 @@ def test_a_row_edit_read_by_no_cell_measures_none(tmp_path):
     assert len(plan.skip) == 6 and plan.first == (None,)
     for v in ("base", "+0001"):
         (tmp_path / "bin" / v / "calls.jsonl").unlink()
-    b, _, calls = _decode(tmp_path, ON, name="r2", plan=plan)
+    b, _, calls = _decode(tmp_path, ON, name="r2", plan=plan, head="h2")
     assert calls == {"base": [], "+0001": []}
     step = b.step("bench:decode")
     assert step.status == Status.NOT_RUN and step.reason == plan.why
+    # the next edit's run (since this run's head) leaves them out again: the reads carried, r1 named
+    carried = step.data["config_reads"]
+    assert len(carried) == 18 and {r["carried_from"] for r in carried} == {"r1"}
+    again = rowscope.decode_plan(_scope(_rows(32), since="h2"), ON, tmp_path / "runs", None, step.data["argvs"])
+    assert again.skip == plan.skip and again.runs == ("r1",)
 
 
 def test_a_change_outside_the_rows_measures_every_cell(tmp_path):
