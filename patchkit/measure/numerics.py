@@ -94,8 +94,7 @@ class NumericsData(StepData):
     n_predict: int = ABSENT  # tokens generated greedily
     model: dict[str, str | int | float | bool | None] = ABSENT  # model.describe / model.real_info, with its label
     text: str = ABSENT  # where the long-depth prefix and the KL divergence's text came from ('': prompts repeated)
-    # the FA MMA config rows each process read (patches/local/0011; absent: no trace): {variant, log, keys}
-    config_reads: list[dict[str, Any]] = ABSENT
+    config_reads: list[dict[str, Any]] = ABSENT  # config rows read per process (0011): {variant, log, keys}
     rows_scope: str = ABSENT  # --changed: which variants' numerics were not run again and where they stand, or why
 
     @property

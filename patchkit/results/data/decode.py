@@ -135,9 +135,8 @@ class DecodeData(StepData):
     real_missing: str = ABSENT  # why the named real model's cells did not run (its install failed; absent: they ran)
     # issue 37 (absent: no trace, i.e. no patches/local/0011 in the recipe, a CPU build, or runs before it)
     config_reads: list[DecodeConfigReads] = ABSENT  # per arm and cell, the config rows its processes read
-    # --changed (absent: not a --changed run): patchkit.run.rowscope.DecodePlan: why (one line), the earlier
-    # runs where the cells not measured again stand, those cells' identities, round 1's arguments per process
-    rows_scope: dict[str, Any] = ABSENT
+    # --changed: patchkit.run.rowscope.DecodePlan (why, runs, cells, first_argvs, carried)
+    rows_scope: dict[str, Any] = ABSENT  # --changed: why (one line), the cells left out and where they stand
 
     @property
     def measured(self) -> bool:
