@@ -31,6 +31,7 @@ DEFAULT_LOCAL = (
     "perf-fill-fast",
     "perf-fill-chunks",
     "bench-depth-state",
+    "fattn-config-trace",
 )
 
 

@@ -10,9 +10,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from patchkit import backends, parsers
+from patchkit import backends, parsers, proc
 from patchkit.errors import ParseError, PatchkitError, RecipeError
-from patchkit.measure import depth_state, model_package, stats, tool
+from patchkit.measure import config_trace, depth_state, model_package, stats, tool
 from patchkit.measure import model as model_mod
 from patchkit.measure.hooks import Around
 from patchkit.measure.kernel import MAX_ROUNDS, MAX_SECONDS, SETTLED, upstream_db
@@ -32,6 +32,7 @@ from patchkit.results.data.decode import (
     DecodeTimingData,
 )
 from patchkit.results.data.kernel import UpstreamDb
+from patchkit.run import rowscope
 
 # ---------------------------------------------------------------------------------------------
 # Decode: llama-bench, variants interleaved round by round
@@ -161,6 +162,9 @@ class _State:
     errors: list = field(default_factory=list)
     runs: list = field(default_factory=list)  # (label, records): the upstream database
     depth: depth_state.States = field(default_factory=depth_state.States)  # where each arm keeps its depth states
+    tracing: config_trace.Tracing = field(default_factory=config_trace.Tracing)  # config-read trace (0011)
+    plan: rowscope.DecodePlan = field(default_factory=rowscope.DecodePlan)  # --changed: the cells left out
+    reads: dict = field(default_factory=dict)  # (label, identity) -> {process, keys}: the config rows read
 
     def settled(self, ident: tuple, labels: list[str], t: DecodeTiming) -> bool:
         least = stats.min_samples() if t.per_cell else 0
@@ -188,7 +192,8 @@ class _State:
 def _argv_of(r: int, i: int, argv: list[str], st: _State) -> list[str] | None:
     """Process i's arguments in round r: its tests still open only (-d and -ub cut to theirs); None: none open."""
     if r == 1:
-        return argv
+        first = st.plan.first[i] if st.plan.first is not None and i < len(st.plan.first) else argv
+        return None if first is None else list(first)
     open_ = [k for k in st.rounds if k not in st.stop and st.group.get(k) == i]
     if not open_:
         return None
@@ -223,7 +228,7 @@ def _one_round(bundle, r, labeled, argvs, st: _State, hooks: Around, bar, timeou
 
 def _one_process(bundle, r, i, label, b, argv, tag, st: _State, hooks: Around, timeout) -> set:
     hooks.enter(tag)
-    env = st.depth.env(label, b.key or str(b.dir), argv)
+    env = {**st.depth.env(label, b.key or str(b.dir), argv), **st.tracing.env()}
     if not bundle.replay:
         st.depth.make(env)
     exe = b.exe("llama-bench")
@@ -240,10 +245,12 @@ def _one_process(bundle, r, i, label, b, argv, tag, st: _State, hooks: Around, t
             st.errors.append(f"{label} round {r}: {e}")
     hooks.exit(tag, r, label, tokens=sum((x.n_prompt + x.n_gen) * len(x.samples_ts) for x in recs or ()))
     st.runs.append((label, list(recs or ())))
+    if st.tracing.on and recs:
+        config_trace.record(st.reads, proc.stderr_log(log), label, i, [identity(x) for x in recs])
     seen = set()
     for rec in recs or ():
         k = identity(rec)
-        if r > 1 and (k not in st.rounds or k in st.stop):
+        if k in st.plan.skip or (r > 1 and (k not in st.rounds or k in st.stop)):
             continue
         st.group.setdefault(k, i)
         row = st.rows.setdefault((label, k), _row(label, rec))
@@ -265,18 +272,22 @@ def run_decode(
     timeout: float = 1800,
     real: Real | None = None,
     depth_states: depth_state.States | None = None,
+    tracing: config_trace.Tracing | None = None,
+    plan: rowscope.DecodePlan | None = None,
 ) -> Step:
     """llama-bench on every variant and an A/A copy of base, interleaved round by round until every cell
     is settled or capped (DecodeTiming); one row per (variant, cell), verdicts against each cell's A/A floor.
     `real`: the real model's process runs in the same rounds, after the matrix's; its cells are stored apart.
-    `depth_states`: where each arm keeps the depths it prefilled for its later rounds (patches/local/0010)."""
+    `depth_states`: where each arm keeps the depths it prefilled for its later rounds (patches/local/0010);
+    `tracing`: the config rows each cell reads (patches/local/0011); `plan`: --changed's cells left out."""
     t0 = time.monotonic()
     t = timing or DecodeTiming()
     base = next((b for b in bins if b.variant == "base"), bins[0]) if bins else None
     labeled = [(b.variant, b) for b in ([base] if base else []) + [b for b in bins if b is not base]]
     if base is not None and t.aa:
         labeled.append((f"{base.variant}{AA}", base))
-    st, hooks = _State(depth=depth_states or depth_state.States()), Around(bundle, "decode")
+    st = _State(depth=depth_states or depth_state.States(), tracing=tracing or config_trace.Tracing())
+    st.plan, hooks = plan or rowscope.DecodePlan(), Around(bundle, "decode")
     every = [*argvs, *([real.argv] if real else [])]
     what = f"{t.min_rounds} to {t.cap} rounds x {len(labeled)} binaries x {len(every)} processes"
     with Progress("bench:decode", total=t.cap * len(labeled) * len(every), unit="run", what=what) as bar:
@@ -292,9 +303,10 @@ def run_decode(
         return Step(
             name="bench:decode",
             status=Status.ERROR if st.errors else Status.NOT_RUN,
-            reason="; ".join(st.errors) or "llama-bench produced no records",
+            reason="; ".join(st.errors) or st.plan.why or "llama-bench produced no records",
             logs=logs,
             seconds=round(time.monotonic() - t0, 1),
+            data=config_trace.left_out(st.tracing, st.plan, every) if not st.errors else {},
         )
     order = [lab for lab, _ in labeled]
     every_test = list(dict.fromkeys(k for _, k in st.rows))
@@ -324,6 +336,7 @@ def run_decode(
         result.process_seconds = round(st.seconds, 1)
     if real is not None:
         result.real = cells.real(real, [k for k in every_test if k not in tests])
+    config_trace.store(result, st.tracing, st.reads, st.plan)
     return Step(
         name="bench:decode",
         status=Status.ERROR if st.errors else Status.OK,
@@ -448,13 +461,14 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
     if (skip := built.nothing_to_compare(name)) is not None:
         return skip
     path, info = decode_model(built.ctx, d.model, backend=built.backend)
+    tracing = config_trace.of_step(built)
     kw = {
         "type_k": d.type_k,
         "type_v": d.type_v,
         "repetitions": d.repetitions,
         "threads": d.threads,
         "ngl": backends.get(built.backend).gpu_layers,
-        "extra": d.extra_args,
+        "extra": (*d.extra_args, *tracing.bench_args()),
     }
     argvs = matrix_argvs(
         path, depths=d.depths, pp_depths=d.pp_depths, n_prompt=d.n_prompt, n_gen=d.n_gen, ubatch=d.ubatch, **kw
@@ -462,7 +476,9 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
     real, missing = _real(built, opts, kw) if _wants_real(opts) else (None, "")
     timing = timing_of(opts)
     work = built.ctx.ws.root if depth_state.listed(built.ctx.recipe.series) else None
+    plan = rowscope.of_step(built, tracing, [*argvs, *([real.argv] if real else [])])
     run_kw = {"model": path, "model_info": info, "argvs": argvs, "timing": timing, "real": real}
+    run_kw |= {"tracing": tracing, "plan": plan}
     with depth_state.states(work) as ds:  # the arms' depth states, removed when the step ends
         out = run_decode(built.bundle, built.measured, **run_kw, depth_states=ds)
     if missing and out.data:
@@ -550,6 +566,8 @@ def reparse(bundle: Bundle, old: Step, bins: list[Bins]) -> Step:
         argvs=d.argvs or [[]],
         timing=DecodeTiming.from_data(d),
         real=real,
+        tracing=config_trace.Tracing(on=True) if d.config_reads is not ABSENT else None,
+        plan=rowscope.DecodePlan.from_dict(d.rows_scope) if d.rows_scope is not ABSENT else None,
     )
     if d.real_missing is not ABSENT and out.data:
         out.data["real_missing"] = d.real_missing

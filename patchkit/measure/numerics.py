@@ -14,12 +14,12 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from patchkit import backends, parsers, proc
 from patchkit.errors import ParseError, PatchkitError
+from patchkit.measure import config_trace, tool
 from patchkit.measure import model as model_mod
-from patchkit.measure import tool
 from patchkit.measure.decode import decode_model, real_model
 from patchkit.measure.kind import Resource, StepKind, one
 from patchkit.measure.tool import Bins, Built, run_logged
@@ -27,6 +27,7 @@ from patchkit.options import RunOptions
 from patchkit.progress import Progress
 from patchkit.results import Bundle, Status, Step
 from patchkit.results.data.base import ABSENT, Data, StepData
+from patchkit.run import rowscope
 
 # ---------------------------------------------------------------------------------------------
 # Its stored data (Step.data, the kind's StepData; docs/results-schema.md): each variant's greedy generations
@@ -93,6 +94,8 @@ class NumericsData(StepData):
     n_predict: int = ABSENT  # tokens generated greedily
     model: dict[str, str | int | float | bool | None] = ABSENT  # model.describe / model.real_info, with its label
     text: str = ABSENT  # where the long-depth prefix and the KL divergence's text came from ('': prompts repeated)
+    config_reads: list[dict[str, Any]] = ABSENT  # config rows read per process (0011): {variant, log, keys}
+    rows_scope: str = ABSENT  # --changed: which variants' numerics were not run again and where they stand, or why
 
     @property
     def measured(self) -> bool:
@@ -120,14 +123,16 @@ def _run_whole(
     timeout: float,
     logs: list[str],
     separate_stderr: bool = False,
+    env: dict[str, str] | None = None,
 ) -> tuple[proc.Completed | None, str, Path]:
-    """_run_logged until `finished(log text)` (the tool's closing lines are in the log)."""
+    """_run_logged until `finished(log text)` (the tool's closing lines are in the log); `env`: more variables."""
     for attempt in range(1, ATTEMPTS + 1):
         done, why, log = run_logged(
             bundle,
             name + (f"-try{attempt}" if attempt > 1 else ""),
             argv,
             timeout=timeout,
+            env=env,
             separate_stderr=separate_stderr,
         )
         logs.append(bundle.rel(log))
@@ -154,6 +159,7 @@ def _generate(
     timeout: float,
     logs: list[str],
     extra: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
 ) -> tuple[str | None, str, str, int | None]:
     """One greedy generation; complete when its log holds the closing `common_perf_print:` lines; `extra`:
     more options (tool.repack_args)."""
@@ -193,6 +199,7 @@ def _generate(
         timeout=timeout,
         logs=logs,
         separate_stderr=True,
+        env=env,
     )
     if why or done is None:
         return None, why, bundle.rel(log), None
@@ -276,6 +283,7 @@ def _generate_all(
     prefix: str,
     cpt: float,
     extra: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
 ) -> dict[str, dict[tuple[int, int], tuple[str | None, str, str, int | None]]]:
     """Every (depth, prompt) greedy generation of every variant, keyed by variant then (depth, prompt); at a
     depth the prompt follows about that many tokens of the real text."""
@@ -289,7 +297,7 @@ def _generate_all(
             for b in bins:
                 bar.update(1, f"generation d{d} p{pi} {b.variant}")
                 gens.setdefault(b.variant, {})[(d, pi)] = _generate(
-                    bundle, b, model, pf, n_predict, ctx, type_k, type_v, f"d{d}-p{pi}", timeout, logs, extra
+                    bundle, b, model, pf, n_predict, ctx, type_k, type_v, f"d{d}-p{pi}", timeout, logs, extra, env
                 )
     return gens
 
@@ -315,7 +323,7 @@ def _kld_args(kl_text: Path, kl_ctx: int, kl_chunks: int, type_k: str, type_v: s
 
 
 def _kld_variant(
-    bundle: Bundle, b: Bins, model: Path, common: list, base_logits: Path, timeout: float, logs: list[str]
+    bundle: Bundle, b: Bins, model: Path, common: list, base_logits: Path, timeout: float, logs: list[str], env=None
 ) -> dict:
     """One variant's KL divergence against the base logits: its parsed figures, or an error, with its log."""
     done, why2, log = _run_whole(
@@ -335,6 +343,7 @@ def _kld_variant(
         timeout=timeout,
         logs=logs,
         separate_stderr=True,
+        env=env,
     )
     try:
         return (
@@ -357,6 +366,7 @@ def _kl_divergences(
     model: Path,
     common: list,
     timeout: float,
+    env: dict[str, str] | None = None,
 ) -> dict[str, dict | None]:
     """Base logits over the fixed text, then each other variant's KL divergence against them."""
     base_logits = work / "base-logits.bin"
@@ -371,6 +381,7 @@ def _kl_divergences(
         timeout=timeout,
         logs=logs,
         separate_stderr=True,
+        env=env,
     )
     if why:  # no base logits: no variant's KL divergence, and why
         kld = {b.variant: {"error": f"base: {why}", "log": bundle.rel(log)} for b in bins if b is not base}
@@ -379,7 +390,7 @@ def _kl_divergences(
             if b is base:
                 continue
             bar.update(1, f"KL divergence {b.variant}")
-            kld[b.variant] = _kld_variant(bundle, b, model, common, base_logits, timeout, logs)
+            kld[b.variant] = _kld_variant(bundle, b, model, common, base_logits, timeout, logs, env)
     base_logits.unlink(missing_ok=True)  # large, and derivable
     return kld
 
@@ -456,9 +467,13 @@ def run_numerics(
     kl_chunks: int = 4,
     timeout: float = 900,
     extra: tuple[str, ...] = (),
+    tracing: config_trace.Tracing | None = None,
 ) -> Step:
     """Every variant's greedy generations and KL divergence against base; `extra`: more options for
-    llama-completion and llama-perplexity (tool.repack_args)."""
+    llama-completion and llama-perplexity (tool.repack_args); `tracing`: the config rows each process reads
+    (patches/local/0011), stored per process."""
+    tr = tracing or config_trace.Tracing()
+    env = tr.env()
     t0 = time.monotonic()
     work = bundle.path / "numerics"
     work.mkdir(exist_ok=True)
@@ -484,6 +499,7 @@ def run_numerics(
         prefix=text,
         cpt=cpt,
         extra=extra,
+        env=env,
     )
     # KL divergence against base over the real text
     kl_text = work / "kl.txt"
@@ -491,7 +507,7 @@ def run_numerics(
     kld: dict[str, dict | None] = {}
     if base is not None:
         common = [*_kld_args(kl_text, kl_ctx, kl_chunks, type_k, type_v), *extra]
-        kld = _kl_divergences(bundle, bins, base, work, bar, logs, model=model, common=common, timeout=timeout)
+        kld = _kl_divergences(bundle, bins, base, work, bar, logs, model=model, common=common, timeout=timeout, env=env)
     bar.close()
     pairs = []
     if base is not None:
@@ -504,6 +520,8 @@ def run_numerics(
     result = NumericsData(
         pairs=pairs, depths=list(depths), prompts=list(prompts), n_predict=n_predict, model={}, text=text_source
     )
+    if tr.on:
+        result.config_reads = config_trace.process_reads(bundle.path, logs, [b.variant for b in bins])
     return Step(
         name="numerics",
         status=Status.ERROR if errors else Status.OK,
@@ -532,8 +550,12 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
     n = opts.numerics
     if (skip := built.nothing_to_compare(name)) is not None:
         return skip  # before the model: a run with nothing to compare installs nothing
+    tracing = config_trace.of_step(built)
+    plan = rowscope.numerics_of_step(built, tracing, name)
+    bins = [b for b in built.measured if b.variant not in plan.left]
+    if len(bins) < 2:
+        return Step(name=name, status=Status.NOT_RUN, reason=plan.why, data=plan.data())
     path, info = numerics_model(built, opts)
-    bins = built.measured
     off, repack = tool.no_repack(built, "llama-perplexity")  # llama-completion takes the same common option
     extra = tuple(off)
     if repack:
@@ -551,8 +573,13 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
         kl_ctx=n.kl_ctx,
         kl_chunks=n.kl_chunks,
         extra=extra,
+        tracing=tracing,
     )
     step.data["model"] = info  # which model the comparisons ran on
+    if plan.why:
+        step.data["rows_scope"] = plan.why
+    if plan.carried:  # the variants left out: their earlier reads, for the next edit's run
+        step.data["config_reads"] = [*(step.data.get("config_reads") or []), *plan.carried]
     return step
 
 

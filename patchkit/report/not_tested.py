@@ -84,6 +84,7 @@ def _same_code(runs: list[RunView]) -> list[Missing]:
             out.append(f"`{v}` on {r.gpu}: {what} (`--changed`): {why}.")
         if sc and sc.get("params"):
             out.append(f"Cases on {r.gpu} (`--changed`): only those matching `{sc['params']}`.")
+        out += [f"On {r.gpu}: {line.replace('--changed', '`--changed`', 1)}." for line in sc.get("rows_lines") or ()]
     return [Missing("variants", 0, x) for x in out]
 
 

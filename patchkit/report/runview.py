@@ -131,7 +131,22 @@ class RunView:
     def scope(self) -> dict[str, Any] | None:
         """With --changed, what the run measured (patchkit.run.scope: unchanged variants, the cases' regex)."""
         sc = self.data.get("scope")
-        return sc if isinstance(sc, dict) else None
+        if not isinstance(sc, dict):
+            return None
+        rows = self.rows_scope_lines()
+        return {**sc, "rows_lines": rows} if rows else sc
+
+    def rows_scope_lines(self) -> list[str]:
+        """With --changed on a rows-only edit, bench:decode's and numerics' line (patchkit.run.rowscope): the cells
+        or numerics not measured again and the earlier run where they stand, or why everything was measured."""
+        out = []
+        for name in ("bench:decode", "numerics"):
+            d = ((self.data.get("steps") or {}).get(name) or {}).get("data") or {}
+            rs = d.get("rows_scope")
+            line = rs.get("why") if isinstance(rs, dict) else rs
+            if line:
+                out.append(str(line))
+        return out
 
 
 def run_label(data: dict[str, Any], env: dict[str, Any]) -> str:

@@ -172,6 +172,7 @@ def scope_lines(pre: str, sc: dict | None) -> list[str]:
     for v, why in (sc.get("unchanged") or {}).items():
         what = "not tested again, timed again as the reference" if v == "base" else "not measured"
         out.append(pre + f"`--changed`: {code(v)}: {what}: {why}.")
+    out += [pre + line.replace("--changed", "`--changed`", 1) + "." for line in sc.get("rows_lines") or ()]
     return out
 
 

@@ -99,6 +99,18 @@ class DecodeReal(Data):
 
 
 @dataclass(kw_only=True)
+class DecodeConfigReads(Data):
+    """The FA MMA config rows one arm read at one cell (patches/local/0011's trace, GGML_CUDA_FATTN_MMA_TRACE;
+    patchkit.measure.config_trace): what `--changed` on a rows-only edit needs to leave the cell out."""
+
+    variant: str  # the arm: a variant or base's A/A copy (base#2)
+    ident: list[Any]  # the cell's llama-bench identity (measure.decode.IDENTITY)
+    process: int  # which process of a round runs it (an index into `argvs`, the real model's after them)
+    keys: list[dict[str, Any]]  # each key read, as its trace line says: {DKQ, DV, ncols, table}
+    carried_from: str = ABSENT  # a cell --changed left out: its reads (and numbers) are those of this earlier run
+
+
+@dataclass(kw_only=True)
 class DecodeData(StepData):
     """bench:decode. Everything but `inputs` is written once llama-bench gave a record (a step that errored
     first may hold only `inputs`, or what the pipeline knew)."""
@@ -121,6 +133,10 @@ class DecodeData(StepData):
     process_seconds: float = ABSENT  # llama-bench processes, summed (as the raw logs say; the real model's too)
     real: DecodeReal = ABSENT  # the real model's cells (absent: no real model named, or runs before it)
     real_missing: str = ABSENT  # why the named real model's cells did not run (its install failed; absent: they ran)
+    # issue 37 (absent: no trace, i.e. no patches/local/0011 in the recipe, a CPU build, or runs before it)
+    config_reads: list[DecodeConfigReads] = ABSENT  # per arm and cell, the config rows its processes read
+    # --changed: patchkit.run.rowscope.DecodePlan (why, runs, cells, first_argvs, carried)
+    rows_scope: dict[str, Any] = ABSENT  # --changed: why (one line), the cells left out and where they stand
 
     @property
     def measured(self) -> bool:
