@@ -382,6 +382,17 @@ OPTIONS: tuple[Option, ...] = (
         arg_type="int_list",
     ),
     opt(
+        "numerics.procs",
+        "numerics: llama-completion / llama-perplexity processes at once (default 1; a CUDA machine: 3, "
+        "predicted: a process is mostly start-up and model load, not measured on a GPU yet)",
+        "--numerics-procs",
+        env="PATCHKIT_NUMERICS_PROCS",
+        default=1,
+        type="int",
+        minimum=1,
+        arg_type="non_negative",
+    ),
+    opt(
         "numerics.prompts",
         "the prompts generated from",
         recipe="numerics.prompts",
@@ -444,5 +455,12 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "decode.real_n_gen",
     ),
     "decode_model": ("decode.rounds", "decode.model"),
-    "numerics": ("numerics.depths", "numerics.n_predict", "numerics.kl_chunks", "model.package", "model.path"),
+    "numerics": (
+        "numerics.depths",
+        "numerics.n_predict",
+        "numerics.kl_chunks",
+        "numerics.procs",
+        "model.package",
+        "model.path",
+    ),
 }

@@ -75,10 +75,17 @@ def fast_defaults(backend: str, m: Machine) -> dict[str, tuple[int, str]]:
     keeps ninja's -j and one test process without -j (its cases use the cores themselves). The variant
     builds after the first: one at a time (`--build-pool N` builds N at once, one per POOL_CORES cores being the
     predicted fit; on the 2-core CI machine two at once were slower, and on a GPU machine the gain is not
-    measured yet: docs/kernel-timing.md)."""
+    measured yet: docs/kernel-timing.md). Numerics on a CUDA machine: 3 processes at once (predicted: its
+    llama-completion and llama-perplexity runs on a small model are mostly start-up and model load)."""
     if m.cores <= 0:
         one = (1, "default")
-        return {"jobs": (0, "ninja's default"), "pool": one, "test_procs": (1, "default"), "test_jobs": (0, "default")}
+        return {
+            "jobs": (0, "ninja's default"),
+            "pool": one,
+            "test_procs": one,
+            "test_jobs": (0, "default"),
+            "numerics_procs": one,
+        }
     cores = f"{m.cores} cores"
     pool = (1, "one at a time (--build-pool N: not yet measured on a GPU machine)")
     if not backends.get(backend).needs_gpu:
@@ -88,16 +95,28 @@ def fast_defaults(backend: str, m: Machine) -> dict[str, tuple[int, str]]:
             "pool": pool,
             "test_procs": (1, cpu),
             "test_jobs": (0, cpu),
+            "numerics_procs": (1, cpu),
         }
     if not m.gpus:
         none = "no CUDA device"
-        return {"jobs": (m.cores, cores), "pool": pool, "test_procs": (1, none), "test_jobs": (0, none)}
+        one = (1, none)
+        return {
+            "jobs": (m.cores, cores),
+            "pool": pool,
+            "test_procs": one,
+            "test_jobs": (0, none),
+            "numerics_procs": one,
+        }
     two = min(2, m.cores)
     return {
         "jobs": (m.cores, cores),
         "pool": pool,
         "test_procs": (two, f"{m.gpus} CUDA device(s): 2 processes (an H200: 46 s where 1 took 85 s)"),
         "test_jobs": (m.cores, cores),
+        "numerics_procs": (
+            min(3, m.cores),
+            "a CUDA device: 3 at once (predicted: start-up and model load; not measured)",
+        ),
     }
 
 
@@ -187,6 +206,7 @@ class NumericsOptions:
     n_predict: int
     kl_ctx: int
     kl_chunks: int
+    procs: int  # processes at once (--numerics-procs)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -234,6 +254,7 @@ def _fast(backend: str, m: Machine) -> dict[str, tuple[object, str]]:
         "build.pool": f["pool"],
         "test.procs": f["test_procs"],
         "test.jobs": f["test_jobs"],
+        "numerics.procs": f["numerics_procs"],
     }
 
 
@@ -367,6 +388,7 @@ def run_options(recipe: Recipe, v: Mapping[str, Value], *, steps: tuple[str, ...
             ("--build-pool", str(build.pool), _why(v["build.pool"])),
             ("--test-procs", str(tp.value), _why(tp)),
             ("--test-jobs", str(tj.value or "none"), _why(tj)),
+            ("--numerics-procs", str(v["numerics.procs"].value), _why(v["numerics.procs"])),
             ("tested variants", ", ".join(test_variants) or "the changed ones", tv_src),
         ),
     )

@@ -12,9 +12,8 @@ from __future__ import annotations
 import hashlib
 import sys
 import time
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, ClassVar
 
 from patchkit import backends, parsers, proc
 from patchkit.errors import ParseError, PatchkitError
@@ -26,81 +25,8 @@ from patchkit.measure.tool import Bins, Built, run_logged
 from patchkit.options import RunOptions
 from patchkit.progress import Progress
 from patchkit.results import Bundle, Status, Step
-from patchkit.results.data.base import ABSENT, Data, StepData
+from patchkit.results.data.numerics import Generation, Kld, NumericsData, PairResult
 from patchkit.run import rowscope
-
-# ---------------------------------------------------------------------------------------------
-# Its stored data (Step.data, the kind's StepData; docs/results-schema.md): each variant's greedy generations
-# against base's, and its KL divergence against base's logits (format 3 of patchkit.results.upgrade)
-
-
-@dataclass(kw_only=True)
-class Generation(Data):
-    """One (depth, prompt) greedy generation of a pair, compared."""
-
-    depth: int  # tokens of real text before the prompt
-    prompt: int  # the prompt's index
-    prompt_tokens: int | None = ABSENT  # the prompt's tokens at that depth (None: not compared; absent: older runs)
-    identical: bool | None  # None: not compared (error)
-    first_diff_char: int | None = ABSENT  # None: identical or not compared (absent: not compared, older runs)
-    first_diff_token: int | None = ABSENT  # in base's llama-tokenize split of the two texts (absent: older runs)
-    sha256_a: str = ABSENT  # of base's text ('' when not compared; absent: not compared, older runs)
-    sha256_b: str = ABSENT  # of the variant's text
-    log_a: str  # base's llama-completion log, relative to the run folder
-    log_b: str  # the variant's
-    error: str = ABSENT  # why not compared ('' when compared; absent: older runs)
-
-    SHOWN: ClassVar[dict[str, object]] = {  # what the report shows for a key an older run did not write
-        "prompt_tokens": None,
-        "first_diff_char": None,
-        "first_diff_token": None,
-        "sha256_a": "",
-        "sha256_b": "",
-        "error": "",
-    }
-
-
-@dataclass(kw_only=True)
-class Kld(Data):
-    """llama-perplexity --kl-divergence of a variant against base's logits."""
-
-    mean: float | None  # None: not measured (error)
-    p99: float | None
-    max: float | None
-    same_top_p: float | None  # percent
-    log: str  # relative to the run folder
-    error: str = ABSENT  # why not measured ('' when measured; absent: older runs)
-
-
-@dataclass(kw_only=True)
-class PairResult(Data):
-    """Variant b against base (a)."""
-
-    a: str  # base
-    b: str  # the variant
-    identical: bool  # every compared generation bit-identical (and at least one compared)
-    generations: list[Generation]
-    kld: Kld | None  # None: no KL divergence (no base logits)
-
-
-@dataclass(kw_only=True)
-class NumericsData(StepData):
-    """numerics. A step that compared nothing holds only `inputs`."""
-
-    KIND = "numerics"
-    pairs: list[PairResult] = ABSENT  # absent: nothing compared
-    depths: list[int] = ABSENT  # depths of real text before the prompts
-    prompts: list[str] = ABSENT
-    n_predict: int = ABSENT  # tokens generated greedily
-    model: dict[str, str | int | float | bool | None] = ABSENT  # model.describe / model.real_info, with its label
-    text: str = ABSENT  # where the long-depth prefix and the KL divergence's text came from ('': prompts repeated)
-    config_reads: list[dict[str, Any]] = ABSENT  # config rows read per process (0011): {variant, log, keys}
-    rows_scope: str = ABSENT  # --changed: which variants' numerics were not run again and where they stand, or why
-
-    @property
-    def measured(self) -> bool:
-        return self.pairs is not ABSENT
-
 
 # ---------------------------------------------------------------------------------------------
 # Numerics: greedy generations compared, and KL divergence of logits against base
@@ -284,22 +210,46 @@ def _generate_all(
     cpt: float,
     extra: tuple[str, ...] = (),
     env: dict[str, str] | None = None,
+    procs: int = 1,
 ) -> dict[str, dict[tuple[int, int], tuple[str | None, str, str, int | None]]]:
     """Every (depth, prompt) greedy generation of every variant, keyed by variant then (depth, prompt); at a
-    depth the prompt follows about that many tokens of the real text."""
-    gens: dict[str, dict[tuple[int, int], tuple[str | None, str, str, int | None]]] = {}
+    depth the prompt follows about that many tokens of the real text; `procs` processes at once."""
+    jobs = []
     for d in depths:
         for pi, prompt in enumerate(prompts):
             text = prompt if d == 0 else prefix[: int(d * cpt)] + "\n\n" + prompt
             pf = work / f"prompt-d{d}-p{pi}.txt"
             pf.write_text(text)
             ctx = d + max(256, len(prompt)) + n_predict + 256
-            for b in bins:
-                bar.update(1, f"generation d{d} p{pi} {b.variant}")
-                gens.setdefault(b.variant, {})[(d, pi)] = _generate(
-                    bundle, b, model, pf, n_predict, ctx, type_k, type_v, f"d{d}-p{pi}", timeout, logs, extra, env
-                )
+            jobs += [(d, pi, b, pf, ctx) for b in bins]
+
+    def one(job, mine: list[str]):
+        d, pi, b, pf, ctx = job
+        bar.update(1, f"generation d{d} p{pi} {b.variant}")
+        return _generate(bundle, b, model, pf, n_predict, ctx, type_k, type_v, f"d{d}-p{pi}", timeout, mine, extra, env)
+
+    gens: dict[str, dict[tuple[int, int], tuple[str | None, str, str, int | None]]] = {}
+    for (d, pi, b, _pf, _ctx), got in zip(jobs, at_once(jobs, procs, one, logs), strict=True):
+        gens.setdefault(b.variant, {})[(d, pi)] = got
     return gens
+
+
+def at_once(jobs: list, procs: int, run, logs: list[str]) -> list:
+    """`run(job, its_logs)` of every job, `procs` at once (threads, each waiting on its process); the results
+    and the logs in the jobs' order, whichever finished first, so that a run's record does not depend on it."""
+
+    def one(job):
+        mine: list[str] = []
+        return run(job, mine), mine
+
+    if procs <= 1 or len(jobs) <= 1:
+        done = [one(j) for j in jobs]
+    else:
+        with ThreadPoolExecutor(max_workers=procs) as pool:
+            done = list(pool.map(one, jobs))
+    for _, mine in done:
+        logs.extend(mine)
+    return [r for r, _ in done]
 
 
 def _kld_args(kl_text: Path, kl_ctx: int, kl_chunks: int, type_k: str, type_v: str) -> list:
@@ -367,8 +317,9 @@ def _kl_divergences(
     common: list,
     timeout: float,
     env: dict[str, str] | None = None,
+    procs: int = 1,
 ) -> dict[str, dict | None]:
-    """Base logits over the fixed text, then each other variant's KL divergence against them."""
+    """Base logits over the fixed text, then each other variant's KL divergence against them (`procs` at once)."""
     base_logits = work / "base-logits.bin"
     kld: dict[str, dict | None] = {}
     bar.update(1, "KL divergence base")
@@ -386,11 +337,13 @@ def _kl_divergences(
     if why:  # no base logits: no variant's KL divergence, and why
         kld = {b.variant: {"error": f"base: {why}", "log": bundle.rel(log)} for b in bins if b is not base}
     else:
-        for b in bins:
-            if b is base:
-                continue
+
+        def one(b: Bins, mine: list[str]) -> dict:
             bar.update(1, f"KL divergence {b.variant}")
-            kld[b.variant] = _kld_variant(bundle, b, model, common, base_logits, timeout, logs, env)
+            return _kld_variant(bundle, b, model, common, base_logits, timeout, mine, env)
+
+        others = [b for b in bins if b is not base]
+        kld = dict(zip((b.variant for b in others), at_once(others, procs, one, logs), strict=True))
     base_logits.unlink(missing_ok=True)  # large, and derivable
     return kld
 
@@ -468,10 +421,12 @@ def run_numerics(
     timeout: float = 900,
     extra: tuple[str, ...] = (),
     tracing: config_trace.Tracing | None = None,
+    procs: int = 1,
 ) -> Step:
     """Every variant's greedy generations and KL divergence against base; `extra`: more options for
     llama-completion and llama-perplexity (tool.repack_args); `tracing`: the config rows each process reads
-    (patches/local/0011), stored per process."""
+    (patches/local/0011), stored per process; `procs`: processes at once (--numerics-procs; the record is the
+    same whatever it is: patchkit.measure.numerics.at_once)."""
     tr = tracing or config_trace.Tracing()
     env = tr.env()
     t0 = time.monotonic()
@@ -500,6 +455,7 @@ def run_numerics(
         cpt=cpt,
         extra=extra,
         env=env,
+        procs=procs,
     )
     # KL divergence against base over the real text
     kl_text = work / "kl.txt"
@@ -507,7 +463,9 @@ def run_numerics(
     kld: dict[str, dict | None] = {}
     if base is not None:
         common = [*_kld_args(kl_text, kl_ctx, kl_chunks, type_k, type_v), *extra]
-        kld = _kl_divergences(bundle, bins, base, work, bar, logs, model=model, common=common, timeout=timeout, env=env)
+        kld = _kl_divergences(
+            bundle, bins, base, work, bar, logs, model=model, common=common, timeout=timeout, env=env, procs=procs
+        )
     bar.close()
     pairs = []
     if base is not None:
@@ -574,6 +532,7 @@ def step(built: Built, opts: RunOptions, name: str) -> Step:
         kl_chunks=n.kl_chunks,
         extra=extra,
         tracing=tracing,
+        procs=n.procs,
     )
     step.data["model"] = info  # which model the comparisons ran on
     if plan.why:

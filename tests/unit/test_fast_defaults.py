@@ -35,7 +35,7 @@ def test_the_h200_defaults_are_the_flags_the_examples_used():
     assert src["-j"] == src["--test-jobs"] == "16 cores"
     assert src["--test-procs"].startswith("1 CUDA device(s)")
     assert src["--build-pool"] == "one at a time (--build-pool N: not yet measured on a GPU machine)"
-    assert all(why == "command line" for _, _, why in asked.sources)
+    assert all(why == "command line" for o, _, why in asked.sources if o != "--numerics-procs")  # no example set it
     assert plain.test.jobs_default and plain.test.default_variants
     assert not asked.test.jobs_default and not asked.test.default_variants
     line = defaults_line(plain)
@@ -78,3 +78,16 @@ def test_this_machine_counts_the_cpus_this_process_may_use():
     from patchkit.options import this_machine
 
     assert this_machine().cores == len(os.sched_getaffinity(0)) >= 1
+
+
+def test_numerics_runs_three_processes_at_once_on_a_cuda_machine_and_one_on_the_cpu():
+    _, gpu = _resolve(["--arch", "90"], H200)
+    _, cpu = _resolve(["--backend", "cpu"], Machine(cores=2, gpus=0))
+    _, none = _resolve(["--arch", "90"], Machine(cores=2, gpus=0))
+    _, asked = _resolve(["--arch", "90"], H200, {"PATCHKIT_NUMERICS_PROCS": "2"})
+    _, typed = _resolve(["--arch", "90", "--numerics-procs", "1"], H200, {"PATCHKIT_NUMERICS_PROCS": "2"})
+    assert (gpu.numerics.procs, cpu.numerics.procs, none.numerics.procs) == (3, 1, 1)
+    assert (asked.numerics.procs, typed.numerics.procs) == (2, 1)
+    src = {o: (v, why) for o, v, why in gpu.sources}
+    assert src["--numerics-procs"][0] == "3" and "predicted" in src["--numerics-procs"][1]
+    assert {o: (v, why) for o, v, why in typed.sources}["--numerics-procs"] == ("1", "command line")

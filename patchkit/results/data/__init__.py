@@ -10,11 +10,11 @@ and is left out of `to_dict()` again, so that `from_dict(d).to_dict() == d` for 
 docs/results-schema.md is generated from these classes (scripts/results_schema.py).
 
 Where each class lives: a kind's data class is in its runner module (patchkit/measure/<kind>.py: test:*,
-bench:path, bench:occupancy, numerics), which names it in its `STEP` (`data=`); here only where a stage below
+bench:path, bench:occupancy), which names it in its `STEP` (`data=`); here only where a stage below
 the runners or another kind's data reads it: build:* (build.py: not a registry kind), check:* (check.py: read
 by patchkit.build.unitcheck), bench:kernel (kernel.py: bench:decode's data reuses its clocks and upstream
-parts), bench:decode (decode.py: its runner is near 600 lines). Every kind's data may carry `hooks`
-(StepData.hooks: hook name -> that hook's own data).
+parts), bench:decode (decode.py) and numerics (numerics.py): their runners are near 600 lines. Every kind's
+data may carry `hooks` (StepData.hooks: hook name -> that hook's own data).
 """
 
 from patchkit.results.data.base import ABSENT, Data, StepData
