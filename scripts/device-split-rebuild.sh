@@ -19,8 +19,9 @@ python3 -c "import git" 2>/dev/null || python3 -m pip install -q --no-index --no
 export PYTHONPATH=$site:$PWD
 arch=${ARCH:-90}
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-# the split recipe: the default one with 0009 listed after the last [[series]] entry (in this copy only)
-python3 scripts/split_recipe.py recipes/default.toml recipes/split-rebuild.toml || exit 1
+# the two recipes: the default one with 0009 listed (it is, since 2026-12-05) and without it (in this copy only)
+python3 scripts/split_recipe.py recipes/default.toml recipes/split-rebuild.toml with || exit 1
+python3 scripts/split_recipe.py recipes/default.toml recipes/plain-rebuild.toml without || exit 1
 dir=ggml/src/ggml-cuda/CMakeFiles/ggml-cuda.dir
 inst=$dir/template-instances/fattn-mma-f16-instance
 declare -A targets
@@ -32,7 +33,7 @@ for u in ncols1_1-ncols2_8 ncols1_2-ncols2_4 ncols1_4-ncols2_2 ncols1_8-ncols2_1
 done
 for r in plain split; do
     w=/tmp/split-rebuild-$r
-    recipe=recipes/default.toml
+    recipe=recipes/plain-rebuild.toml
     [ "$r" = split ] && recipe=recipes/split-rebuild.toml
     mkdir -p "$w/cache" && cp -a carry/work/cache/. "$w/cache/" || exit 1
     python3 -m patchkit apply -r "$recipe" --work "$w" --offline --variant +0001+0002 || exit 1

@@ -1,24 +1,35 @@
-"""Write the default recipe with the local build-only patch 0009 listed after its last [[series]] entry (each FA
-MMA instance unit in two: head size 256 and the rest; docs/fattn-split-sm90-2way), for the device scripts that
-measure 0009 (scripts/device-all.sh with SPLIT=1, scripts/device-split-rebuild.sh). SRC and DST may be the same.
+"""Write the default recipe with or without the local build-only patch 0009 (each FA MMA instance unit in two:
+head size 256 and the rest; docs/fattn-split-sm90-2way), for the device scripts that measure it
+(scripts/device-split-rebuild.sh compares the two; scripts/device-all.sh with SPLIT=1 lists it). The default
+recipe lists it since 2026-12-05 (then `with` copies it as it is). SRC and DST may be the same.
 
-    python3 scripts/split_recipe.py recipes/default.toml DST
+    python3 scripts/split_recipe.py recipes/default.toml DST [with|without]
 """
 
+import re
 import sys
 from pathlib import Path
 
-BLOCK = (
-    '\n[[series]]\nfile = "patches/local/0009-cuda-fattn-mma-instances-hs256-and-rest.patch"\n'
-    'id = "fattn-split-hs256"\nlocal = true\n'
-)
+FILE = "patches/local/0009-cuda-fattn-mma-instances-hs256-and-rest.patch"
+BLOCK = f'\n[[series]]\nfile = "{FILE}"\nid = "fattn-split-hs256"\nlocal = true\n'
+# its entry with the comment lines above it, as the default recipe writes it
+ENTRY = re.compile(r"(?:^#[^\n]*\n)*\[\[series\]\]\nfile = \"" + re.escape(FILE) + r"\"\n(?:[a-z]+ = [^\n]*\n)*\n?", re.M)
 
 
-def main(src: str, dst: str) -> None:
+def main(src: str, dst: str, how: str = "with") -> None:
     text = Path(src).read_text()
-    at = text.index("\n[build]")  # after the last [[series]] entry
-    Path(dst).write_text(text[:at] + BLOCK + text[at:])
+    listed = FILE in text
+    if how == "without" and listed:
+        text, n = ENTRY.subn("", text)
+        if n != 1 or FILE in text:
+            raise SystemExit(f"{src}: 0009's [[series]] entry not found as one block")
+    elif how == "with" and not listed:
+        at = text.index("\n[build]")  # after the last [[series]] entry
+        text = text[:at] + BLOCK + text[at:]
+    elif how not in ("with", "without"):
+        raise SystemExit(f"{how!r}: with or without")
+    Path(dst).write_text(text)
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    main(*sys.argv[1:4])

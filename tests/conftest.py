@@ -30,6 +30,7 @@ DEFAULT_LOCAL = (
     "perf-phases",
     "perf-fill-fast",
     "perf-fill-chunks",
+    "fattn-split-hs256",
     "bench-depth-state",
     "fattn-config-trace",
 )
