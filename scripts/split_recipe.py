@@ -13,7 +13,9 @@ from pathlib import Path
 FILE = "patches/local/0009-cuda-fattn-mma-instances-hs256-and-rest.patch"
 BLOCK = f'\n[[series]]\nfile = "{FILE}"\nid = "fattn-split-hs256"\nlocal = true\n'
 # its entry with the comment lines above it, as the default recipe writes it
-ENTRY = re.compile(r"(?:^#[^\n]*\n)*\[\[series\]\]\nfile = \"" + re.escape(FILE) + r"\"\n(?:[a-z]+ = [^\n]*\n)*\n?", re.M)
+ENTRY = re.compile(
+    r"(?:^#[^\n]*\n)*\[\[series\]\]\nfile = \"" + re.escape(FILE) + r"\"\n(?:[a-z]+ = [^\n]*\n)*\n?", re.M
+)
 
 
 def main(src: str, dst: str, how: str = "with") -> None:
