@@ -6,8 +6,7 @@
 # FILL_ROUNDS alternating rounds, default 2) on the cold run's base binary, which the warm run leaves as it was.
 # `--offline`: the machine has no network (the carried cache holds the base); `--run` names the folder.
 # PK_RUN_ARGS: more options for both runs (e.g. "--skip numerics" where the model could not be carried,
-# "--build-pool 2"). SPLIT=1: the job's copy of recipes/default.toml lists the local build-only patch 0009 (the default recipe
-# does since 2026-12-05: then a no-op)
+# "--build-pool 2"). SPLIT=1: the job's copy of recipes/default.toml also lists the local build-only patch 0009
 # (each FA MMA instance unit in two: head size 256 and the rest; docs/fattn-split-sm90-2way), for both runs.
 set -ux
 cd "$(dirname "$0")/.."

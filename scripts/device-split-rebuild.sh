@@ -19,7 +19,7 @@ python3 -c "import git" 2>/dev/null || python3 -m pip install -q --no-index --no
 export PYTHONPATH=$site:$PWD
 arch=${ARCH:-90}
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-# the two recipes: the default one with 0009 listed (it is, since 2026-12-05) and without it (in this copy only)
+# the two recipes: the default one with 0009 listed and without it (in this copy only)
 python3 scripts/split_recipe.py recipes/default.toml recipes/split-rebuild.toml with || exit 1
 python3 scripts/split_recipe.py recipes/default.toml recipes/plain-rebuild.toml without || exit 1
 dir=ggml/src/ggml-cuda/CMakeFiles/ggml-cuda.dir

@@ -1,7 +1,7 @@
 """Write the default recipe with or without the local build-only patch 0009 (each FA MMA instance unit in two:
 head size 256 and the rest; docs/fattn-split-sm90-2way), for the device scripts that measure it
-(scripts/device-split-rebuild.sh compares the two; scripts/device-all.sh with SPLIT=1 lists it). The default
-recipe lists it since 2026-12-05 (then `with` copies it as it is). SRC and DST may be the same.
+(scripts/device-split-rebuild.sh compares the two; scripts/device-all.sh with SPLIT=1 lists it). Where it is
+listed already, `with` copies the recipe as it is. SRC and DST may be the same.
 
     python3 scripts/split_recipe.py recipes/default.toml DST [with|without]
 """

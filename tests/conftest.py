@@ -30,7 +30,6 @@ DEFAULT_LOCAL = (
     "perf-phases",
     "perf-fill-fast",
     "perf-fill-chunks",
-    "fattn-split-hs256",
     "bench-depth-state",
     "fattn-config-trace",
 )

@@ -115,7 +115,6 @@ def test_rewrite_recipe_onto_a_git_commit_drops_the_sdist_and_upstream_patches()
         "patches/local/0006-tests-perf-phase-times.patch": "patches-b/local/0006.patch",
         "patches/local/0007-tests-perf-fast-fill.patch": "patches-b/local/0007.patch",
         "patches/local/0008-tests-perf-fill-chunks.patch": "patches-b/local/0008.patch",
-        "patches/local/0009-cuda-fattn-mma-instances-hs256-and-rest.patch": "patches-b/local/0009.patch",
         "patches/local/0010-llama-bench-depth-state-dir.patch": "patches-b/local/0010.patch",
         "patches/local/0011-cuda-fattn-mma-config-read-trace.patch": "patches-b/local/0011.patch",
     }
@@ -129,7 +128,7 @@ def test_rewrite_recipe_onto_a_git_commit_drops_the_sdist_and_upstream_patches()
     )
     assert [p.file for p in r.series] == [
         "patches-b/0002.patch",
-        *(f"patches-b/local/000{i}.patch" for i in (1, 2, 3, 4, 6, 7, 8, 9)),
+        *(f"patches-b/local/000{i}.patch" for i in (1, 2, 3, 4, 6, 7, 8)),
         "patches-b/local/0010.patch",
         "patches-b/local/0011.patch",
     ]
