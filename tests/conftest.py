@@ -31,7 +31,6 @@ DEFAULT_LOCAL = (
     "perf-fill-fast",
     "perf-fill-chunks",
     "bench-depth-state",
-    "fattn-config-trace",
 )
 
 

@@ -116,7 +116,6 @@ def test_rewrite_recipe_onto_a_git_commit_drops_the_sdist_and_upstream_patches()
         "patches/local/0007-tests-perf-fast-fill.patch": "patches-b/local/0007.patch",
         "patches/local/0008-tests-perf-fill-chunks.patch": "patches-b/local/0008.patch",
         "patches/local/0010-llama-bench-depth-state-dir.patch": "patches-b/local/0010.patch",
-        "patches/local/0011-cuda-fattn-mma-config-read-trace.patch": "patches-b/local/0011.patch",
     }
     out = recipe_edit.rewrite_recipe(text, name="n", base=base, files=files, dropped=dropped, note="n", prov={})
     r = parse_recipe(out, Path("recipes/n.toml"), root=ROOT)
@@ -130,7 +129,6 @@ def test_rewrite_recipe_onto_a_git_commit_drops_the_sdist_and_upstream_patches()
         "patches-b/0002.patch",
         *(f"patches-b/local/000{i}.patch" for i in (1, 2, 3, 4, 6, 7, 8)),
         "patches-b/local/0010.patch",
-        "patches-b/local/0011.patch",
     ]
     assert r.series[0].depends_on == ()  # 0001 is upstream now
     assert r.series[0].key == "0002"
