@@ -8,12 +8,16 @@
 # PK_RUN_ARGS: more options for both runs (e.g. "--skip numerics" where the model could not be carried,
 # "--build-pool 2"). SPLIT=1: the job's copy of recipes/default.toml also lists the local build-only patch 0009
 # (each FA MMA instance unit in two: head size 256 and the rest; docs/fattn-split-sm90-2way), for both runs.
+# TRACE=1: it also lists the local test-only patch 0011 (the config-read trace that scopes --changed's decode cells
+# and numerics: docs/decode-matrix.md), for both runs.
 set -ux
 cd "$(dirname "$0")/.."
 # the host: its cores (physical or SMT siblings decide what -j and builds beside builds cost) and the card
 lscpu | grep -E '^(Model name|CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\))'; nvidia-smi -L
 extra=${PK_RUN_ARGS:-}
 if [ -n "${SPLIT:-}" ]; then python3 scripts/split_recipe.py recipes/default.toml recipes/default.toml || exit 3; fi
+if [ -n "${TRACE:-}" ]; then python3 scripts/split_recipe.py recipes/default.toml recipes/default.toml with \
+    patches/local/0011-cuda-fattn-mma-config-read-trace.patch fattn-config-trace || exit 3; fi
 python3 -m patchkit run --arch 90 --check-arch 89 --offline --run cold $extra
 echo "cold exit $?"
 sed -i 's/^+    GGML_CUDA_FATTN_MMA_CONFIG_CASE(256, 256,  8,  64, 4,  32, 128, 128, 128, 2, true);/+    GGML_CUDA_FATTN_MMA_CONFIG_CASE(256, 256,  8,  64, 4,  32, 128, 128, 128, 1, true);/' \

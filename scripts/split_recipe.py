@@ -3,7 +3,9 @@ head size 256 and the rest; docs/fattn-split-sm90-2way), for the device scripts 
 (scripts/device-split-rebuild.sh compares the two; scripts/device-all.sh with SPLIT=1 lists it). Where it is
 listed already, `with` copies the recipe as it is. SRC and DST may be the same.
 
-    python3 scripts/split_recipe.py recipes/default.toml DST [with|without]
+    python3 scripts/split_recipe.py recipes/default.toml DST [with|without] [PATCH ID]
+
+PATCH ID: another local patch instead of 0009 (scripts/device-all.sh's TRACE=1 lists 0011 so).
 """
 
 import re
@@ -11,27 +13,28 @@ import sys
 from pathlib import Path
 
 FILE = "patches/local/0009-cuda-fattn-mma-instances-hs256-and-rest.patch"
-BLOCK = f'\n[[series]]\nfile = "{FILE}"\nid = "fattn-split-hs256"\nlocal = true\n'
-# its entry with the comment lines above it, as the default recipe writes it
-ENTRY = re.compile(
-    r"(?:^#[^\n]*\n)*\[\[series\]\]\nfile = \"" + re.escape(FILE) + r"\"\n(?:[a-z]+ = [^\n]*\n)*\n?", re.M
-)
+ID = "fattn-split-hs256"
 
 
-def main(src: str, dst: str, how: str = "with") -> None:
+def main(src: str, dst: str, how: str = "with", file: str = FILE, pid: str = ID) -> None:
+    block = f'\n[[series]]\nfile = "{file}"\nid = "{pid}"\nlocal = true\n'
+    # its entry with the comment lines above it, as the default recipe writes it
+    entry = re.compile(
+        r"(?:^#[^\n]*\n)*\[\[series\]\]\nfile = \"" + re.escape(file) + r"\"\n(?:[a-z]+ = [^\n]*\n)*\n?", re.M
+    )
     text = Path(src).read_text()
-    listed = FILE in text
+    listed = file in text
     if how == "without" and listed:
-        text, n = ENTRY.subn("", text)
-        if n != 1 or FILE in text:
-            raise SystemExit(f"{src}: 0009's [[series]] entry not found as one block")
+        text, n = entry.subn("", text)
+        if n != 1 or file in text:
+            raise SystemExit(f"{src}: {file}'s [[series]] entry not found as one block")
     elif how == "with" and not listed:
         at = text.index("\n[build]")  # after the last [[series]] entry
-        text = text[:at] + BLOCK + text[at:]
+        text = text[:at] + block + text[at:]
     elif how not in ("with", "without"):
         raise SystemExit(f"{how!r}: with or without")
     Path(dst).write_text(text)
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:6])

@@ -57,7 +57,9 @@ def test_compile_check_is_held_while_kernels_are_timed(cpu_build, work, cli):
     steps = json.loads((run / "results.json").read_text())["steps"]
     check, kernel, tests = steps["check:cuda-89"], steps["bench:kernel"], steps["test:flash_attn"]
     assert check["status"] == "ok" and kernel["status"] == "ok" and tests["status"] == "ok"
-    assert [i["source"] for i in check["data"]["items"]] == ["ggml/src/ggml-cuda/fattn.cu"]
+    # +0001's own change; base's items, where a local patch touches CUDA sources (0009, 0011 listed), are the units
+    # that patch reaches, compiled once at base (unitcheck.check)
+    assert [i["source"] for i in check["data"]["items"] if i["variant"] == "+0001"] == ["ggml/src/ggml-cuda/fattn.cu"]
     (c0, c1), (k0, k1), (t0, t1) = _span(check), _span(kernel), _span(tests)
     assert c0 < k0 and k1 < c1  # the check began first, and ended after the timing (held through it)
     assert t0 < k0 and k0 < t1  # the tests began first (beside the builds) and were still running
