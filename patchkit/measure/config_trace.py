@@ -135,8 +135,7 @@ def of_step(built) -> Tracing:
 def record(reads: dict, stderr_log: Path, label: str, process: int, idents: Sequence[tuple]) -> None:
     """Add one llama-bench process's reads (its stderr log) to `reads`, by (label, cell identity); `idents`: its
     records' identities in test order (llama-bench writes one record per test, in the order it runs them)."""
-    text = stderr_log.read_text(errors="replace") if stderr_log.is_file() else ""
-    for ident, keys in zip(idents, reads_by_test(text, len(idents))):
+    for ident, keys in zip(idents, reads_by_test(_read(stderr_log), len(idents))):
         got = reads.setdefault((label, ident), {"process": process, "keys": []})
         got["keys"] += [k for k in keys if k not in got["keys"]]
 

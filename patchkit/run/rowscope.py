@@ -18,6 +18,7 @@ from pathlib import Path
 
 from patchkit.errors import ResultsError
 from patchkit.measure import config_trace
+from patchkit.measure.decode_args import IDENTITY, cut_to, with_values
 from patchkit.results import read_results
 from patchkit.run.scope import Scope
 
@@ -169,15 +170,8 @@ def _argvs(sd: dict) -> list[list[str]]:
     return [[str(a) for a in argv] for argv in [*(sd.get("argvs") or []), *([real] if real else [])]]
 
 
-# the positions of n_depth and n_ubatch in a cell's identity (patchkit.measure.decode.IDENTITY, stored in results)
-DEPTH, UBATCH = 3, 5
-
-
-def _with(args: list[str], flag: str, values) -> list[str]:
-    out = list(args)
-    if flag in out:
-        out[out.index(flag) + 1] = ",".join(str(x) for x in values)
-    return out
+# the positions of n_depth and n_ubatch in a cell's identity (as stored in results)
+DEPTH, UBATCH = IDENTITY.index("n_depth"), IDENTITY.index("n_ubatch")
 
 
 def _cut(argv: list[str], i: int, groups: dict[tuple, int], skip: set) -> tuple[str, ...] | None:
@@ -189,13 +183,14 @@ def _cut(argv: list[str], i: int, groups: dict[tuple, int], skip: set) -> tuple[
     open_ = [k for k in mine if k not in skip]
     if not open_:
         return None
-    out = _with(argv, "-d", sorted({k[DEPTH] for k in open_}))
+    out = cut_to(argv, open_)  # as bench:decode cuts a later round's
     ubs = sorted({k[UBATCH] for k in open_}, reverse=True)
     top = max((int(x) for x in argv[argv.index("-ub") + 1].split(",")), default=0) if "-ub" in argv[:-1] else 0
     if top and any(k[DEPTH] for k in open_) and top not in ubs:
-        ubs.insert(0, top)  # a depth is prefilled at the first test's micro-batch: the largest, as in round 1 (its
-        # cells' records are left out as the others' are): not 32768 single-token steps at -ub 1
-    return tuple(_with(out, "-ub", ubs))
+        # a depth is prefilled at the first test's micro-batch: the largest, as in round 1 (its cells' records are
+        # left out as the others' are): not 32768 single-token steps at -ub 1
+        out = with_values(out, "-ub", [top, *ubs])
+    return tuple(out)
 
 
 @dataclass(frozen=True)

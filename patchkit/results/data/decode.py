@@ -81,7 +81,7 @@ class DecodeAA(Data):
     n_new: int
     median_ts: float  # base#2's median t/s
     floor: float = ABSENT  # the interval's edge farthest from 1 (stats.cell_floor; absent: before issue 36)
-    ident: list[Any] = ABSENT  # the cell's llama-bench identity (measure.decode.IDENTITY; absent: before 36)
+    ident: list[Any] = ABSENT  # the cell's llama-bench identity (measure.decode_args.IDENTITY; absent: before 36)
 
 
 @dataclass(kw_only=True)
@@ -104,7 +104,7 @@ class DecodeConfigReads(Data):
     patchkit.measure.config_trace): what `--changed` on a rows-only edit needs to leave the cell out."""
 
     variant: str  # the arm: a variant or base's A/A copy (base#2)
-    ident: list[Any]  # the cell's llama-bench identity (measure.decode.IDENTITY)
+    ident: list[Any]  # the cell's llama-bench identity (measure.decode_args.IDENTITY)
     process: int  # which process of a round runs it (an index into `argvs`, the real model's after them)
     keys: list[dict[str, Any]]  # each key read, as its trace line says: {DKQ, DV, ncols, table}
     carried_from: str = ABSENT  # a cell --changed left out: its reads (and numbers) are those of this earlier run
