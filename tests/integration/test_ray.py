@@ -4,9 +4,10 @@ Raylets started with the `ray` CLI stand in for machines: the head with the cust
 two more nodes with node_b (so that a target whose node dies has another one to run on), each with
 one CPU and its own temp folder. The default recipe's CPU builds in the test work folder are reused
 (the nodes share it). The first test runs a small comparison on targets a and b and checks the one
-merged report; the second kills (kill -9) the raylet of whichever node runs b's measure task, then
-that of the node it was retried on, and checks that a's results are kept, b reads "not run: node
-lost" after two attempts, and a target whose resource no node has reads "not run: no alive node".
+merged report; the second kills (kill -9) whichever node runs b's measure task (its worker with the
+programs it started, its raylet and the node's other processes), then the node it was retried on, and
+checks that a's results are kept, b reads "not run: node lost" after two attempts, and a target whose
+resource no node has reads "not run: no alive node".
 
 Skipped only where `import ray` fails (pip install -e '.[ray]').
 """
@@ -117,6 +118,22 @@ class Cluster:
                 out.append(int(d))
         return out
 
+    @staticmethod
+    def tree(pid: int) -> list[int]:
+        """`pid` and every process below it (children, their children, ...)."""
+        children: dict[int, list[int]] = {}
+        for d in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                ppid = int(Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(d))
+        out, todo = [], [pid]
+        while todo:
+            out.append(q := todo.pop())
+            todo.extend(children.get(q, ()))
+        return out
+
     def kill(self, name: str, needle: str = "") -> list[int]:
         pids = self.pids(name, needle)
         for pid in pids:
@@ -209,14 +226,22 @@ def test_two_targets_one_merged_report(cluster, work, cli):
 
 
 def _kill_where(cluster: Cluster, title: str, skip: str, log: Path, p: subprocess.Popen) -> str:
-    """Wait for the task `title` to run on a node other than `skip`, then kill -9 that node's raylet."""
+    """Wait for the task `title` to run on a node other than `skip`, then kill -9 that node as a lost machine
+    goes: the worker running the task with the programs it started, the raylet and the node's other processes.
+    (A raylet killed alone leaves its worker running for seconds: on CI it finished the measured step and
+    recorded it ok before it noticed, and the test read a race, not the executor.)"""
     deadline = time.monotonic() + 240
     while (found := cluster.task(title)) is None or found[1] == skip:
         assert p.poll() is None, log.read_text()[-4000:]
         assert time.monotonic() < deadline, f"{title} never ran on a node other than {skip!r}"
         time.sleep(0.05)
-    assert cluster.kill(found[1], "raylet/raylet"), f"no raylet of node {found[1]}"
-    return found[1]
+    pid, node = found
+    assert cluster.pids(node, "raylet/raylet"), f"no raylet of node {node}"
+    for q in cluster.tree(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(q, signal.SIGKILL)
+    cluster.kill(node)
+    return node
 
 
 def test_node_lost_mid_run_keeps_the_other_target(cluster, work):
