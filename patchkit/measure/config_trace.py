@@ -8,6 +8,9 @@ in a CUDA backend instance (llama-bench makes one per test):
 
     ggml_cuda: fattn mma config read: DKQ=256 DV=256 ncols=8 table=ampere
 
+and each backend instance made while the variable is set first says so (`ggml_cuda: fattn mma config trace: on
+(backend instance N)`): a test or process without that line is untraced (a binary without the patch, the variable
+lost, stderr cut), and its reads are unknown, never "no row" (`traced`).
 `bench:decode` passes llama-bench `--progress` too, so each read falls in a test (`llama-bench: benchmark i/N:
 starting`), hence in a cell. A process none of whose reads hits a changed row computes what it computed before
 the edit: `patchkit.run.rowscope` measures such cells (and numerics) again only where they could change."""
@@ -28,6 +31,7 @@ PATCH = "0011-cuda-fattn-mma-config-read-trace.patch"  # the recipe lists it: it
 PROGRESS = "--progress"  # llama-bench's per-test progress lines on stderr
 
 _READ = re.compile(r"^ggml_cuda: fattn mma config read: (?P<kv>.*)$", re.M)
+_ON = re.compile(r"^ggml_cuda: fattn mma config trace: on\b")  # once per CUDA backend instance, before its reads
 _KV = re.compile(r"(\w+)=(\S+)")
 _START = re.compile(r"^llama-bench: benchmark (\d+)/(\d+): starting\s*$")
 
@@ -47,6 +51,11 @@ def parse_key(line: str) -> Key | None:
     return {k: int(v) if v.lstrip("-").isdigit() else v for k, v in _KV.findall(m.group("kv"))}
 
 
+def traced(text: str) -> bool:
+    """A stderr text shows the trace on (a CUDA backend instance made with the variable set)."""
+    return any(_ON.match(line) for line in text.splitlines())
+
+
 def keys_in(text: str) -> list[Key]:
     """Every distinct key a stderr text shows being read, in the order first read."""
     out: list[Key] = []
@@ -57,13 +66,15 @@ def keys_in(text: str) -> list[Key]:
     return out
 
 
-def reads_by_test(stderr: str, n_tests: int) -> list[list[Key]]:
-    """The keys each of a llama-bench process's `n_tests` tests read (test i: index i - 1), from its stderr.
+def reads_by_test(stderr: str, n_tests: int) -> list[list[Key] | None]:
+    """The keys each of a llama-bench process's `n_tests` tests read (test i: index i - 1), from its stderr;
+    None for a test with no `trace: on` line (untraced: what it read is unknown).
 
-    A read after `llama-bench: benchmark i/N: starting` belongs to test i (its context, so its backend instance,
-    is made after that line); a read before any such line, or a process without `--progress`, belongs to every
-    test (which one read it cannot be told)."""
+    A line after `llama-bench: benchmark i/N: starting` belongs to test i (its context, so its backend instance,
+    is made after that line); a line before any such line, or a process without `--progress`, belongs to every
+    test (which one it came from cannot be told)."""
     per: list[list[Key]] = [[] for _ in range(n_tests)]
+    on = [False] * n_tests
     current: int | None = None
     for line in stderr.splitlines():
         m = _START.match(line)
@@ -71,12 +82,14 @@ def reads_by_test(stderr: str, n_tests: int) -> list[list[Key]]:
             current = int(m.group(1)) - 1
             continue
         k = parse_key(line)
-        if k is None:
+        if k is None and not _ON.match(line):
             continue
         for i in [current] if current is not None and 0 <= current < n_tests else range(n_tests):
-            if k not in per[i]:
+            if k is None:
+                on[i] = True
+            elif k not in per[i]:
                 per[i].append(k)
-    return per
+    return [keys if t else None for keys, t in zip(per, on)]
 
 
 def hits(keys: Sequence[Key], rows: Sequence[dict]) -> list[Key]:
@@ -136,15 +149,16 @@ def record(reads: dict, stderr_log: Path, label: str, process: int, idents: Sequ
     """Add one llama-bench process's reads (its stderr log) to `reads`, by (label, cell identity); `idents`: its
     records' identities in test order (llama-bench writes one record per test, in the order it runs them)."""
     for ident, keys in zip(idents, reads_by_test(_read(stderr_log), len(idents))):
-        got = reads.setdefault((label, ident), {"process": process, "keys": []})
-        got["keys"] += [k for k in keys if k not in got["keys"]]
+        got = reads.setdefault((label, ident), {"process": process, "keys": [], "traced": True})
+        got["traced"] = got["traced"] and keys is not None  # once untraced, its reads stay unknown
+        got["keys"] += [k for k in keys or () if k not in got["keys"]]
 
 
 def store(result, t: Tracing, reads: dict, plan) -> None:
     """The trace and the --changed plan into bench:decode's data (DecodeData; nothing where neither applies)."""
     if t.on:
         result.config_reads = [
-            DecodeConfigReads(variant=lab, ident=list(k), process=v["process"], keys=v["keys"])
+            DecodeConfigReads(variant=lab, ident=list(k), process=v["process"], keys=v["keys"], traced=v["traced"])
             for (lab, k), v in reads.items()
             if k not in plan.skip
         ]
@@ -160,15 +174,15 @@ _NUMERICS_LOG = re.compile(r"^(?:gen-d\d+-p\d+|kld)-(?P<variant>.+?)(?:-try\d+)?
 
 
 def process_reads(run: Path, logs: Sequence[str], variants: Sequence[str]) -> list[dict]:
-    """numerics' reads per process: {variant, log, keys} for each generation and KL divergence log (`logs`:
-    relative to the run folder) of one of `variants`, from its stderr log."""
+    """numerics' reads per process: {variant, log, keys, traced} for each generation and KL divergence log (`logs`:
+    relative to the run folder) of one of `variants`, from its stderr log (traced: it shows the `trace: on` line)."""
     out = []
     for rel in logs:
         m = _NUMERICS_LOG.match(Path(rel).name)
         if not m or m.group("variant") not in variants:
             continue
-        err = proc.stderr_log(run / rel)
-        out.append({"variant": m.group("variant"), "log": rel, "keys": keys_in(_read(err))})
+        text = _read(proc.stderr_log(run / rel))
+        out.append({"variant": m.group("variant"), "log": rel, "keys": keys_in(text), "traced": traced(text)})
     return out
 
 

@@ -124,6 +124,7 @@ def decode_plan(
     skip: set | None = None
     groups: dict[tuple, int] = {}
     found: list[Earlier] = []
+    unknown = 0  # cells whose earlier processes show no `trace: on` line
     for v, c in scope.changed.items():
         e = earlier(runs_dir, here, DECODE, v, str(c.get("since") or ""), want=lambda sd: _argvs(sd) == every)
         if e is None:
@@ -133,23 +134,30 @@ def decode_plan(
                 "and this matrix"
             )
         mine = [r for r in e.data["config_reads"] if r.get("variant") == v]
-        quiet = {tuple(r["ident"]) for r in mine if not config_trace.hits(r.get("keys") or [], c["rows"])}
+        quiet = {tuple(r["ident"]) for r in mine if _quiet(r, c["rows"])}
+        unknown += sum(1 for r in mine if r.get("traced") is not True)
         skip = quiet if skip is None else skip & quiet
         groups.update({tuple(r["ident"]): int(r.get("process", 0)) for r in mine})
         found.append(e)
     skip = skip or set()
     if not skip:
         runs = ", ".join(dict.fromkeys(e.run_id for e in found))
-        return DecodePlan(why=f"--changed: every decode cell measured: each reads a changed row (earlier run {runs})")
+        why = f"{unknown} show no 'trace: on' line (reads unknown), the others read" if unknown else "each reads"
+        return DecodePlan(why=f"--changed: every decode cell measured: {why} a changed row (earlier run {runs})")
     carried = _carried(found, skip)
     runs = tuple(sorted({r["carried_from"] for r in carried.values()}))
     first = tuple(_cut(argv, i, groups, skip) for i, argv in enumerate(every))
     left = sum(1 for k in groups if k not in skip)
     why = (
         f"--changed: {len(skip)} decode cells read no changed row and are not measured again (they stand in "
-        f"{', '.join(runs)}); {left} measured"
+        f"{', '.join(runs)}); {left} measured" + (f" ({unknown} of them show no 'trace: on' line)" if unknown else "")
     )
     return DecodePlan(skip=frozenset(skip), first=first, runs=runs, why=why, carried=tuple(carried.values()))
+
+
+def _quiet(r: dict, rows: Sequence[dict]) -> bool:
+    """A cell's (or process's) earlier reads show the trace on and hit none of `rows`."""
+    return r.get("traced") is True and not config_trace.hits(r.get("keys") or [], rows)
 
 
 def _carried(found: list[Earlier], skip: set) -> dict[tuple, dict]:
@@ -228,6 +236,9 @@ def numerics_plan(
         mine = [r for r in e.data["config_reads"] if r.get("variant") == v]
         if config_trace.hits([k for r in mine for k in r.get("keys") or []], c["rows"]):
             notes.append(f"{v}: its processes read a changed row")
+            continue
+        if not all(_quiet(r, c["rows"]) for r in mine):
+            notes.append(f"{v}: a process of {e.run_id} shows no 'trace: on' line, so its reads are unknown")
             continue
         out[v] = next((r["carried_from"] for r in mine if r.get("carried_from")), e.run_id)
         carried += [{**r, "carried_from": out[v]} for r in mine]

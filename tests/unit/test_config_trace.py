@@ -67,9 +67,24 @@ def test_reads_fall_in_the_test_whose_starting_line_precedes_them():
     per = config_trace.reads_by_test(probe.stderr_for(recs, trace=True), 6)
     # the recorded tests' micro-batches are 16, 16, 4, 4, 1, 1 (depths 0 and 256 each)
     assert per == [[K16], [K16], [K8], [K8], [K16], [K16]]
-    assert config_trace.reads_by_test(probe.stderr_for(recs, trace=False), 6) == [[]] * 6
-    # without --progress (or before the first test's line) a read cannot be placed: it counts for every test
+    # no trace (a binary without 0011, the variable unset): nothing is known of any test's reads, not "no row"
+    assert config_trace.reads_by_test(probe.stderr_for(recs, trace=False), 6) == [None] * 6
+    # without --progress (or before the first test's line) a line cannot be placed: it counts for every test
     assert config_trace.reads_by_test(probe.stderr_for(recs, trace=True, progress=False), 6) == [[K16, K8]] * 6
+
+
+def test_a_test_without_the_trace_on_line_is_untraced_even_with_reads_around_it():
+    recs = list(range(6))
+    lines = probe.stderr_for(recs, trace=True).splitlines()
+    # the second test's `trace: on` line lost (its stderr cut, say): its reads are unknown, the others' stand
+    second = [i for i, x in enumerate(lines) if x.startswith("ggml_cuda: fattn mma config trace: on")][1]
+    per = config_trace.reads_by_test("\n".join(lines[:second] + lines[second + 1 :]), 6)
+    assert per == [[K16], None, [K8], [K8], [K16], [K16]]
+    # the patch's own format for that line, as printed (its fprintf), is the one parsed
+    text = (ROOT / "patches" / "local" / config_trace.PATCH).read_text()
+    assert '"ggml_cuda: fattn mma config trace: on (backend instance %u)\\n"' in text
+    assert config_trace.traced(probe.ON.format(n=7)) and not config_trace.traced(probe.trace_line((256, 256, 8)))
+    assert config_trace.reads_by_test(probe.stderr_for(recs, trace=True, on=False), 6) == [None] * 6
 
 
 def test_a_key_reads_a_row_when_its_shared_columns_are_equal():
@@ -133,6 +148,7 @@ def test_numerics_with_0011_sets_the_variable_for_its_processes_and_stores_each_
     d, calls = _numerics(tmp_path, config_trace.tracing(_series(), "cuda", [USAGE]))
     assert {c["tool"] for c in calls} == {"llama-completion", "llama-perplexity"} and len(calls) == 4
     assert all(c["trace"] == "1" for c in calls)
+    assert all(r["traced"] for r in d["config_reads"])  # each process said the trace was on
     got = {(r["variant"], Path(r["log"]).name): r["keys"] for r in d["config_reads"]}
     assert got == {
         ("base", "gen-d0-p0-base.log"): [K8],

@@ -83,6 +83,17 @@ def test_the_next_edit_leaves_out_again_what_the_last_run_left_out_and_names_whe
     assert "4 decode cells read no changed row" in plan3.why and "stand in r1" in plan3.why
 
 
+def test_an_earlier_run_whose_processes_never_said_the_trace_was_on_measures_every_cell(tmp_path, monkeypatch):
+    """The reads arrived but no `trace: on` line (premise: a process without it is untraced): nothing is left out,
+    even the cells whose recorded reads hit no changed row, and the line says why."""
+    monkeypatch.setenv("TRACE_PROBE_NO_ON", "1")
+    _, d, _ = _decode(tmp_path, ON)
+    assert d["config_reads"] and not any(r["traced"] for r in d["config_reads"])
+    plan = _plan(tmp_path, _scope(_rows(8)))
+    assert not plan.skip and plan.first is None
+    assert "6 show no 'trace: on' line (reads unknown)" in plan.why, plan.why
+
+
 def test_a_cut_without_depths_keeps_only_the_cells_to_measure():
     argv = [*probe.ARGV]
     argv[argv.index("-d") + 1] = "0"
@@ -141,13 +152,15 @@ def test_an_earlier_run_without_a_trace_or_a_cpu_run_measures_every_cell(tmp_pat
     assert rowscope.decode_plan(None, ON, tmp_path / "runs", None, []).why == ""  # not a --changed run: no line
 
 
-def _numerics_run(tmp_path: Path, keys: list[dict], name: str = "n1", head: str = "h1", plan=None) -> None:
+def _numerics_run(
+    tmp_path: Path, keys: list[dict], name: str = "n1", head: str = "h1", plan=None, traced: bool = True
+) -> None:
     """A recorded numerics step with +0001's process reading `keys` (or, with `plan`, the step as a run that left
     every changed variant out records it: not run, the earlier reads carried)."""
     meta = {"variants": [{"name": "base", "head": "h0"}, {"name": "+0001", "head": head}]}
     b = Bundle.create(tmp_path / "runs", recipe="seed-fattn", run_id=name, meta=meta)
-    reads = [{"variant": "+0001", "log": "raw/gen-d0-p0-+0001.log", "keys": keys}]
-    reads.append({"variant": "base", "log": "raw/gen-d0-p0-base.log", "keys": [probe_key(8)]})
+    reads = [{"variant": "+0001", "log": "raw/gen-d0-p0-+0001.log", "keys": keys, "traced": traced}]
+    reads.append({"variant": "base", "log": "raw/gen-d0-p0-base.log", "keys": [probe_key(8)], "traced": True})
     if plan is None:
         b.record(Step(name="numerics", status=Status.OK, data={"pairs": [], "config_reads": reads}))
     else:
@@ -171,6 +184,12 @@ def test_numerics_is_not_run_again_for_a_variant_none_of_whose_processes_read_a_
     assert plan.left == {} and "no earlier run with a config-read trace" in plan.why
     cpu = rowscope.numerics_plan(_scope(_rows(8)), config_trace.tracing(_series(), "cpu"), tmp_path / "runs", None)
     assert cpu.left == {} and "no config-read trace on the cpu backend" in cpu.why
+
+
+def test_numerics_of_a_process_that_never_said_the_trace_was_on_runs_again(tmp_path):
+    _numerics_run(tmp_path, [probe_key(16)], traced=False)
+    plan = rowscope.numerics_plan(_scope(_rows(8)), ON, tmp_path / "runs", None)
+    assert plan.left == {} and "+0001: a process of n1 shows no 'trace: on' line" in plan.why
 
 
 def test_numerics_left_out_carries_its_reads_to_the_next_edit(tmp_path):

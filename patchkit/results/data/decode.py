@@ -107,6 +107,9 @@ class DecodeConfigReads(Data):
     ident: list[Any]  # the cell's llama-bench identity (measure.decode_args.IDENTITY)
     process: int  # which process of a round runs it (an index into `argvs`, the real model's after them)
     keys: list[dict[str, Any]]  # each key read, as its trace line says: {DKQ, DV, ncols, table}
+    # every process of the arm's cell showed the trace on (its `trace: on` line); False: its reads are unknown, so
+    # --changed never leaves the cell out (absent: recorded before that line existed, the same)
+    traced: bool = ABSENT
     carried_from: str = ABSENT  # a cell --changed left out: its reads (and numbers) are those of this earlier run
 
 
