@@ -34,7 +34,7 @@ jobs=()
 for v in base +0001 +0001+0002; do
   src=$work/variants/seed-fattn/$v
   for u in $units; do
-    # with patches/local/0005 (the MMA instances split per head size) the hs256 part of the unit
+    # with patches/local/0005 (the MMA instances split per head size) or 0009 (hs256 and the rest) the hs256 part
     [ -f "$tree/${u%.cu}-dkq_256.cu" ] && u=${u%.cu}-dkq_256.cu
     obj=$(cd "$build" && ninja -t targets all | grep -F "$(basename "$u").o:" | head -1 | cut -d: -f1)
     c=$(cd "$build" && ninja -t commands "$obj" | tail -1)

@@ -151,6 +151,24 @@ def early(request, work, tmp_path_factory):
         bg.stop()
 
 
+MMA_INSTANCES = "ggml/src/ggml-cuda/template-instances"
+
+
+def mma_instance(tree: Path, dkq: int, dv: int, ncols1: int, ncols2: int) -> str:
+    """The FA MMA template instance unit of `tree` (a variant's applied sources) that instantiates the kernel of
+    head sizes dkq/dv and columns ncols1 x ncols2, as a path relative to the tree: the generated
+    fattn-mma-f16-instance-ncols1_A-ncols2_B.cu, or its -dkq_256 / -dkq_not256 part where the recipe lists the
+    local build-only patch 0009 (each unit split in two). Exactly one unit must declare it."""
+    decl = f"DECL_FATTN_MMA_F16_CASE({dkq}, {dv}, {ncols1}, {ncols2});"
+    found = [
+        f"{MMA_INSTANCES}/{f.name}"
+        for f in sorted((tree / MMA_INSTANCES).glob(f"fattn-mma-f16-instance-ncols1_{ncols1}-ncols2_{ncols2}*.cu"))
+        if decl in f.read_text().splitlines()
+    ]
+    assert len(found) == 1, (decl, found)
+    return found[0]
+
+
 def make_project(tmp: Path, recipe_text: str, patches: dict[str, str]) -> Path:
     """A throwaway patchkit project: recipes/<name>.toml and patch files."""
     (tmp / "recipes").mkdir(parents=True, exist_ok=True)

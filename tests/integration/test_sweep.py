@@ -10,6 +10,7 @@ this process, as patchkit.cli.main runs it."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 
 from patchkit import vcs
 from tests.conftest import patchkit_main
+from tests.integration.conftest import MMA_INSTANCES
 
 ROOT = Path(__file__).resolve().parents[2]
 NAME = "ci-check"
@@ -97,6 +99,19 @@ def test_bad_input_against_the_real_source_writes_nothing(base, work, tmp_path):
     assert after == before
 
 
+def _one_unit(tree: Path) -> str:
+    """units = "one" as the module docstring says it, read from the tree the sweep compiled: of the units declaring
+    the (256, 256) kernel with ncols1 * ncols2 == 8, the one with the fewest declarations, the first by path of
+    equals (ncols1_8-ncols2_1; where the recipe lists the local patch 0009 every -dkq_256 part holds one line, so
+    ncols1_1-ncols2_8-dkq_256)."""
+    found = []
+    for f in sorted((tree / MMA_INSTANCES).glob("fattn-mma-f16-instance-*.cu")):
+        decls = re.findall(r"DECL_FATTN_MMA_F16_CASE\((\d+), (\d+), (\d+), (\d+)\)", f.read_text())
+        if any(d[:2] == ("256", "256") and int(d[2]) * int(d[3]) == 8 for d in decls):
+            found.append((len(decls), f"{MMA_INSTANCES}/{f.name}"))
+    return min(found)[1]
+
+
 def test_check_only_sweep_of_the_seed_row_and_its_resume(base, work, tmp_path):
     store = work.root / "sweeps" / "seed-fattn" / NAME
     shutil.rmtree(store, ignore_errors=True)  # this test's own folder: the first run must compile
@@ -127,7 +142,7 @@ def test_check_only_sweep_of_the_seed_row_and_its_resume(base, work, tmp_path):
         "nthreads544-occupancy2-nbatch_fa64",
     ]
     recs = {n: json.loads((store / "points" / f"{n}.json").read_text()) for n in names}
-    unit = "ggml/src/ggml-cuda/template-instances/fattn-mma-f16-instance-ncols1_8-ncols2_1.cu"
+    unit = _one_unit(store / "tree-1")  # a lane's worktree: the start variant's instances
     for n in names:
         c = recs[n]["check"]["89"]
         assert c["units"] == [unit] and c["steps"] == 1, (n, c)

@@ -27,7 +27,7 @@ from patchkit import proc, series, source
 from patchkit.errors import BuildError, FetchError
 from patchkit.wheel import check, info
 from patchkit.workspace import Workspace
-from tests.conftest import DEFAULT_LOCAL
+from tests.conftest import default_local
 
 from .conftest import ROOT, copy_base, copy_cache
 
@@ -305,7 +305,7 @@ def test_cpu_wheel_installs_and_generates(work, cli, default_recipe, tmp_path):
     assert wi["variant"] == VARIANT and wi["recipe"] == default_recipe.name
     assert wi["base"]["commit"] == UPSTREAM and wi["head"] == state["head"]
     assert wi["variant_key"] == state["key"]
-    assert [p["id"] for p in wi["patches"]] == [*DEFAULT_LOCAL, "0001", "0002"]
+    assert [p["id"] for p in wi["patches"]] == [*default_local(), "0001", "0002"]
     for p in wi["patches"]:
         assert p["sha256"] == series.patch_sha256(ROOT / p["file"]), p
     assert "-DLLAVA_BUILD=OFF" in wi["cmake_args"] and "-DGGML_CUDA=OFF" in wi["cmake_args"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from patchkit.maintain import bases, rebase, recipe_edit, trial
 from patchkit.parsers.patch import parse_hunks, split_hunks
 from patchkit.recipe import Base, GitBase, Patch, SdistBase, parse_recipe
 from patchkit.workspace import Workspace
-from tests.conftest import DEFAULT_LOCAL, git, patchkit_main
+from tests.conftest import default_local, git, patchkit_main
 
 ROOT = Path(__file__).resolve().parents[2]
 SHA_A = "a" * 40
@@ -106,17 +107,11 @@ def test_rewrite_recipe_onto_a_git_commit_drops_the_sdist_and_upstream_patches()
         git=GitBase(url="https://example.invalid/llama.cpp.git", commit=SHA_B),
     )
     dropped = {"patches/0001-cuda-mma-fattn-gqa-quantized-kv.patch": "0001"}
-    files = {
-        "patches/0002-cuda-fattn-mma-hs256-8col-nbatch-fa-32.patch": "patches-b/0002.patch",
-        "patches/local/0001-tests-fattn-perf-cases-seed-shapes.patch": "patches-b/local/0001.patch",
-        "patches/local/0002-tests-perf-min-time-env.patch": "patches-b/local/0002.patch",
-        "patches/local/0003-tests-fill-tensors-on-all-threads.patch": "patches-b/local/0003.patch",
-        "patches/local/0004-tests-fill-only-read-kv-rows.patch": "patches-b/local/0004.patch",
-        "patches/local/0006-tests-perf-phase-times.patch": "patches-b/local/0006.patch",
-        "patches/local/0007-tests-perf-fast-fill.patch": "patches-b/local/0007.patch",
-        "patches/local/0008-tests-perf-fill-chunks.patch": "patches-b/local/0008.patch",
-        "patches/local/0010-llama-bench-depth-state-dir.patch": "patches-b/local/0010.patch",
-    }
+    kept = [p for p in parse_recipe(text, Path("recipes/default.toml"), root=ROOT).series if p.key != "0001"]
+    # each kept patch's new file: patches/0002-x.patch -> patches-b/0002.patch, patches/local/0001-y.patch ->
+    # patches-b/local/0001.patch (every local patch the recipe lists: default_local())
+    files = {p.file: re.sub(r"^patches/(local/)?(\d{4})-.*$", r"patches-b/\1\2.patch", p.file) for p in kept}
+    assert [p.key for p in kept if p.local] == list(default_local())
     out = recipe_edit.rewrite_recipe(text, name="n", base=base, files=files, dropped=dropped, note="n", prov={})
     r = parse_recipe(out, Path("recipes/n.toml"), root=ROOT)
     assert (
@@ -125,11 +120,9 @@ def test_rewrite_recipe_onto_a_git_commit_drops_the_sdist_and_upstream_patches()
         and r.base.git.url == "https://example.invalid/llama.cpp.git"
         and r.base.git.commit == SHA_B
     )
-    assert [p.file for p in r.series] == [
-        "patches-b/0002.patch",
-        *(f"patches-b/local/000{i}.patch" for i in (1, 2, 3, 4, 6, 7, 8)),
-        "patches-b/local/0010.patch",
-    ]
+    local = [re.search(r"patches/local/(\d{4})-", p.file)[1] for p in kept if p.local]
+    assert local[:8] == ["0001", "0002", "0003", "0004", "0006", "0007", "0008", "0010"]  # DEFAULT_LOCAL's files
+    assert [p.file for p in r.series] == ["patches-b/0002.patch", *(f"patches-b/local/{n}.patch" for n in local)]
     assert r.series[0].depends_on == ()  # 0001 is upstream now
     assert r.series[0].key == "0002"
     assert (
@@ -220,7 +213,7 @@ def test_add_series_after_the_last_pr_patch_keeps_every_other_line():
     at = text.index('depends-on = ["0001"]\n') + len('depends-on = ["0001"]\n')
     assert out == text[:at] + block + text[at:]  # the comment before the local patch stays before it
     r = parse_recipe(out, Path("recipes/default.toml"), root=ROOT)
-    assert [p.key for p in r.series] == ["0001", "0002", "0003", "0004", *DEFAULT_LOCAL]
+    assert [p.key for p in r.series] == ["0001", "0002", "0003", "0004", *default_local()]
 
 
 def test_commands_parse_their_options():

@@ -4,7 +4,7 @@ import pytest
 
 from patchkit.errors import RecipeError
 from patchkit.recipe import load_recipe, parse_recipe
-from tests.conftest import DEFAULT_LOCAL
+from tests.conftest import default_local
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = """
@@ -20,7 +20,7 @@ sha256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
 def test_default_recipe_loads_with_its_series():
     r = load_recipe(str(ROOT / "recipes" / "default.toml"))
     assert [p.key for p in r.pr_patches] == ["0001", "0002"]
-    assert [p.key for p in r.local_patches] == list(DEFAULT_LOCAL)
+    assert [p.key for p in r.local_patches] == list(default_local())
     assert r.series[1].depends_on == ("0001",)
     assert r.base.route == "sdist" and r.base.git.commit.startswith("0c1e57098")
     assert r.suites["flash_attn"] == ("-o", "FLASH_ATTN_EXT")
