@@ -20,11 +20,21 @@ if [ -n "${TRACE:-}" ]; then python3 scripts/split_recipe.py recipes/default.tom
     patches/local/0011-cuda-fattn-mma-config-read-trace.patch fattn-config-trace || exit 3; fi
 python3 -m patchkit run --arch 90 --check-arch 89 --offline --run cold $extra
 echo "cold exit $?"
+trace_seen() {  # TRACE=1: the first GPU evidence of 0011's lines, per stderr log of decode and numerics
+    [ -n "${TRACE:-}" ] || return 0
+    for f in .patchkit/runs/seed-fattn/"$1"/raw/{decode,gen,kld}*.stderr.log; do
+        [ -f "$f" ] && echo "trace $1 $(basename "$f"): on $(grep -c 'fattn mma config trace: on' "$f")," \
+            "reads $(grep -c 'fattn mma config read:' "$f")"
+    done
+    grep -h 'fattn mma config read:' .patchkit/runs/seed-fattn/"$1"/raw/*.stderr.log | sort | uniq -c
+}
+trace_seen cold
 sed -i 's/^+    GGML_CUDA_FATTN_MMA_CONFIG_CASE(256, 256,  8,  64, 4,  32, 128, 128, 128, 2, true);/+    GGML_CUDA_FATTN_MMA_CONFIG_CASE(256, 256,  8,  64, 4,  32, 128, 128, 128, 1, true);/' \
     patches/0002-cuda-fattn-mma-hs256-8col-nbatch-fa-32.patch
 test "$(grep -c '128, 128, 128, 1, true' patches/0002-cuda-fattn-mma-hs256-8col-nbatch-fa-32.patch)" = 1 || { echo "row edit did not apply"; exit 3; }
 python3 -m patchkit run --arch 90 --check-arch 89 --offline --changed --run warm $extra
 echo "warm exit $?"
+trace_seen warm
 bash scripts/device-manual-loop.sh warm  # issue 37's anchor: the manual loop in the same lease, and the ratio
 echo "manual loop exit $?"
 bash scripts/device-fill-ab.sh cold "${FILL_ROUNDS:-2}"
