@@ -46,6 +46,19 @@ FAST_HEALTH = {
 }
 
 
+def _ppid(pid: str) -> int:
+    """The parent of process `pid` (/proc/<pid>/stat's fourth field; OSError, ValueError: gone or unreadable)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _kill_all(pids: list[int]) -> list[int]:
+    """kill -9 each of `pids` (one already gone is skipped)."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return pids
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -94,7 +107,7 @@ class Cluster:
                 cmd = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
                 if not cmd.startswith(title):
                     continue
-                ppid = int(Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[1])
+                ppid = _ppid(d)
             except (OSError, ValueError, IndexError):
                 continue
             for name in self.groups:
@@ -124,7 +137,7 @@ class Cluster:
         children: dict[int, list[int]] = {}
         for d in filter(str.isdigit, os.listdir("/proc")):
             try:
-                ppid = int(Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[1])
+                ppid = _ppid(d)
             except (OSError, ValueError, IndexError):
                 continue
             children.setdefault(ppid, []).append(int(d))
@@ -135,11 +148,7 @@ class Cluster:
         return out
 
     def kill(self, name: str, needle: str = "") -> list[int]:
-        pids = self.pids(name, needle)
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        return pids
+        return _kill_all(self.pids(name, needle))
 
     def stop(self) -> None:
         """Instead of `ray stop --force`, which would end every Ray cluster on this machine."""
@@ -237,9 +246,7 @@ def _kill_where(cluster: Cluster, title: str, skip: str, log: Path, p: subproces
         time.sleep(0.05)
     pid, node = found
     assert cluster.pids(node, "raylet/raylet"), f"no raylet of node {node}"
-    for q in cluster.tree(pid):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(q, signal.SIGKILL)
+    _kill_all(cluster.tree(pid))
     cluster.kill(node)
     return node
 
