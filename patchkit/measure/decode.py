@@ -14,15 +14,7 @@ from patchkit import backends, parsers, proc
 from patchkit.errors import ParseError, PatchkitError, RecipeError
 from patchkit.measure import config_trace, depth_state, model_package, stats, tool
 from patchkit.measure import model as model_mod
-from patchkit.measure.decode_args import (
-    IDENTITY,
-    cut_to,
-    decode_args,  # noqa: F401 (tests call decode.decode_args)
-    identity,
-    matrix_argvs,
-    real_argv,
-)
-from patchkit.measure.decode_args import with_values as _with  # noqa: F401 (tests call decode._with)
+from patchkit.measure.decode_args import IDENTITY, cut_to, identity, matrix_argvs, real_argv
 from patchkit.measure.hooks import Around
 from patchkit.measure.kernel import MAX_ROUNDS, MAX_SECONDS, SETTLED, upstream_db
 from patchkit.measure.kind import ImportSpec, Resource, StepKind, one

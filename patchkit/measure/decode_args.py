@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 IDENTITY = ("model_type", "n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch", "type_k", "type_v", "n_gpu_layers")
+DEPTH, UBATCH = IDENTITY.index("n_depth"), IDENTITY.index("n_ubatch")  # their positions in an identity
 
 
 def identity(rec) -> tuple:
@@ -85,5 +86,5 @@ def cut_to(argv: list[str], cells: Iterable[tuple]) -> list[str]:
     """A process's arguments with -d and -ub cut to those of `cells` (identities: IDENTITY), micro-batches largest
     first as matrix_argvs orders them."""
     cells = list(cells)
-    out = with_values(argv, "-d", sorted({k[IDENTITY.index("n_depth")] for k in cells}))
-    return with_values(out, "-ub", sorted({k[IDENTITY.index("n_ubatch")] for k in cells}, reverse=True))
+    out = with_values(argv, "-d", sorted({k[DEPTH] for k in cells}))
+    return with_values(out, "-ub", sorted({k[UBATCH] for k in cells}, reverse=True))

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from patchkit.errors import ResultsError
 from patchkit.measure import config_trace
-from patchkit.measure.decode_args import IDENTITY, cut_to, with_values
+from patchkit.measure.decode_args import DEPTH, UBATCH, cut_to, with_values
 from patchkit.results import read_results
 from patchkit.run.scope import Scope
 
@@ -135,7 +135,7 @@ def decode_plan(
             )
         mine = [r for r in e.data["config_reads"] if r.get("variant") == v]
         quiet = {tuple(r["ident"]) for r in mine if _quiet(r, c["rows"])}
-        unknown += sum(1 for r in mine if r.get("traced") is not True)
+        unknown += sum(1 for r in mine if not _traced(r))
         skip = quiet if skip is None else skip & quiet
         groups.update({tuple(r["ident"]): int(r.get("process", 0)) for r in mine})
         found.append(e)
@@ -155,9 +155,14 @@ def decode_plan(
     return DecodePlan(skip=frozenset(skip), first=first, runs=runs, why=why, carried=tuple(carried.values()))
 
 
+def _traced(r: dict) -> bool:
+    """A cell's (or process's) earlier processes showed the `trace: on` line (absent: recorded before it existed)."""
+    return r.get("traced") is True
+
+
 def _quiet(r: dict, rows: Sequence[dict]) -> bool:
     """A cell's (or process's) earlier reads show the trace on and hit none of `rows`."""
-    return r.get("traced") is True and not config_trace.hits(r.get("keys") or [], rows)
+    return _traced(r) and not config_trace.hits(r.get("keys") or [], rows)
 
 
 def _carried(found: list[Earlier], skip: set) -> dict[tuple, dict]:
@@ -176,10 +181,6 @@ def _carried(found: list[Earlier], skip: set) -> dict[tuple, dict]:
 def _argvs(sd: dict) -> list[list[str]]:
     real = (sd.get("real") or {}).get("argv")
     return [[str(a) for a in argv] for argv in [*(sd.get("argvs") or []), *([real] if real else [])]]
-
-
-# the positions of n_depth and n_ubatch in a cell's identity (as stored in results)
-DEPTH, UBATCH = IDENTITY.index("n_depth"), IDENTITY.index("n_ubatch")
 
 
 def _cut(argv: list[str], i: int, groups: dict[tuple, int], skip: set) -> tuple[str, ...] | None:
@@ -237,7 +238,7 @@ def numerics_plan(
         if config_trace.hits([k for r in mine for k in r.get("keys") or []], c["rows"]):
             notes.append(f"{v}: its processes read a changed row")
             continue
-        if not all(_quiet(r, c["rows"]) for r in mine):
+        if not all(_traced(r) for r in mine):
             notes.append(f"{v}: a process of {e.run_id} shows no 'trace: on' line, so its reads are unknown")
             continue
         out[v] = next((r["carried_from"] for r in mine if r.get("carried_from")), e.run_id)

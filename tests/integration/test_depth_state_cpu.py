@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from patchkit import options
-from patchkit.measure import decode, depth_state
+from patchkit.measure import decode, decode_args, depth_state
 from patchkit.measure.tool import Bins
 from patchkit.results import Bundle
 
@@ -22,7 +22,7 @@ def test_each_arm_prefills_in_its_first_round_and_loads_in_the_next(cpu_build, w
     res = manifests["base"]["result"]
     base = Bins(variant="base", dir=Path(work.root, res["bin_dir"]), key=manifests["base"].get("key", "base"))
     kw = {"type_k": "q4_0", "type_v": "q4_0", "repetitions": 2, "threads": 2, "ngl": 0, "extra": ()}
-    argv = decode.decode_args(model, depths=(256,), n_prompt=(0,), n_gen=(4,), ubatch=(), **kw)
+    argv = decode_args.decode_args(model, depths=(256,), n_prompt=(0,), n_gen=(4,), ubatch=(), **kw)
     bundle = Bundle.create(tmp_path / "runs", recipe="seed-fattn", run_id="ds", meta={})
     timing = decode.DecodeTiming(min_rounds=2, max_rounds=2, max_noise=0.0, max_seconds=0.0)
     with depth_state.states(tmp_path / "work") as ds:

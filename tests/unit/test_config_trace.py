@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from patchkit.measure import config_trace, decode, numerics
+from patchkit.measure import config_trace, decode, decode_args, numerics
 from patchkit.recipe import load_recipe
 from patchkit.results import Bundle
 from tests.unit import trace_probe as probe
@@ -101,7 +101,7 @@ def _decode(
     meta = {"variants": [{"name": "base", "head": "h0"}, {"name": "+0001", "head": head}]}
     b = Bundle.create(tmp_path / "runs", recipe="seed-fattn", run_id=name, meta=meta)
     kw = {"type_k": "q4_0", "type_v": "q4_0", "repetitions": 2, "threads": 0, "ngl": 0}
-    argv = decode.decode_args(
+    argv = decode_args.decode_args(
         tmp_path / "m.gguf", depths=(0, 256), n_prompt=(16,), n_gen=(0,), ubatch=(16, 4, 1), **kw,
         extra=tracing.bench_args(),
     )  # fmt: skip

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from patchkit import options, parsers
-from patchkit.measure import decode, stats
+from patchkit.measure import decode, decode_args, stats
 from patchkit.results import Bundle
 from patchkit.results.data.decode import DecodeData
 from patchkit.run import replay
@@ -83,7 +83,7 @@ def test_a_test_settles_when_every_binary_is_quiet_and_old_runs_keep_one_round_a
 
 def test_a_later_round_runs_only_the_open_depths():
     args = ["-m", "x.gguf", "-d", "0,32768,122880", "-r", "2"]
-    assert decode._with(args, "-d", [122880]) == ["-m", "x.gguf", "-d", "122880", "-r", "2"]
+    assert decode_args.with_values(args, "-d", [122880]) == ["-m", "x.gguf", "-d", "122880", "-r", "2"]
     assert args[3] == "0,32768,122880"
 
 

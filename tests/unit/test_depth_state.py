@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from patchkit.measure import decode, depth_state
+from patchkit.measure import decode, decode_args, depth_state
 from patchkit.recipe import load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,10 +45,10 @@ def test_each_arm_has_one_folder_for_all_its_rounds_and_processes_of_one_model(t
     assert len(folders) == 8 and all(Path(f).parent == tmp_path / "ds" for f in folders)
     assert all(env[(lab, 2)] != env[(lab, 0)] for lab in arms)
     # a round's argv (cut to its open depths) keeps the folder: the model and cache types are unchanged
-    later = decode._with(matrix[1], "-d", [122880])
+    later = decode_args.with_values(matrix[1], "-d", [122880])
     assert s.env("base", "k-base", later) == env[("base", 1)]
     # other cache types or another model file: another folder
-    assert s.env("base", "k-base", decode._with(matrix[1], "-ctk", [8])) != env[("base", 1)]
+    assert s.env("base", "k-base", decode_args.with_values(matrix[1], "-ctk", [8])) != env[("base", 1)]
     model.write_bytes(b"GGUF, written again")
     assert s.env("base", "k-base", matrix[1]) != env[("base", 1)]
 
