@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from patchkit.measure import config_trace, decode
+from patchkit.measure import config_trace
 from patchkit.report import summary
 from patchkit.report.runview import RunView
 from patchkit.results import Bundle, Status, Step
@@ -36,10 +36,6 @@ def _scope(rows: list[dict], since: str = "h1", why: str = "only rows of [[affec
 def _plan(tmp_path: Path, sc: Scope, tracing=ON) -> rowscope.DecodePlan:
     argvs = Bundle.open(tmp_path / "runs" / "r1").step("bench:decode").data["argvs"]
     return rowscope.decode_plan(sc, tracing, tmp_path / "runs", tmp_path / "runs" / "r2", argvs)
-
-
-def test_the_identity_positions_are_the_steps():
-    assert (decode.IDENTITY.index("n_depth"), decode.IDENTITY.index("n_ubatch")) == (rowscope.DEPTH, rowscope.UBATCH)
 
 
 def test_a_row_edit_read_by_some_cells_measures_only_those(tmp_path):
