@@ -73,10 +73,12 @@ def fast_defaults(backend: str, m: Machine) -> dict[str, tuple[int, str]]:
     On a CUDA machine: -j and --test-jobs the cores, 2 test processes (measured on an H200: 2 took 46 s
     where 1 took 85 s); on a 16-core H200 that is `-j 16 --test-procs 2 --test-jobs 16`. The CPU backend
     keeps ninja's -j and one test process without -j (its cases use the cores themselves). The variant
-    builds after the first: one at a time (`--build-pool N` builds N at once, one per POOL_CORES cores being the
-    predicted fit; on the 2-core CI machine two at once were slower, and on a GPU machine the gain is not
-    measured yet: docs/kernel-timing.md). Numerics on a CUDA machine: 3 processes at once (predicted: its
-    llama-completion and llama-perplexity runs on a small model are mostly start-up and model load)."""
+    builds after the first: on a CUDA machine with 2 x POOL_CORES cores or more, 2 at once (measured on a
+    16-core H100 host: +0001 and +0001+0002 built at once, -j 8 each, in 32-33 s after base, where an H200 host
+    built them one after the other in 37 + 54 s: examples/h100-2026-12-06); elsewhere one at a time (on the
+    2-core CI machine two at once were slower: docs/kernel-timing.md). Numerics on a CUDA machine: 3 processes
+    at once (predicted: its llama-completion and llama-perplexity runs on a small model are mostly start-up and
+    model load)."""
     if m.cores <= 0:
         one = (1, "default")
         return {
@@ -87,7 +89,7 @@ def fast_defaults(backend: str, m: Machine) -> dict[str, tuple[int, str]]:
             "numerics_procs": one,
         }
     cores = f"{m.cores} cores"
-    pool = (1, "one at a time (--build-pool N: not yet measured on a GPU machine)")
+    pool = (1, "one at a time (--build-pool N: N at once)")
     if not backends.get(backend).needs_gpu:
         cpu = "cpu backend: the cases use the cores"
         return {
@@ -108,6 +110,8 @@ def fast_defaults(backend: str, m: Machine) -> dict[str, tuple[int, str]]:
             "numerics_procs": one,
         }
     two = min(2, m.cores)
+    if m.cores >= 2 * POOL_CORES:
+        pool = (2, f"{cores}, a CUDA device: 2 at once (an H100 host: both variants in 33 s after base)")
     return {
         "jobs": (m.cores, cores),
         "pool": pool,

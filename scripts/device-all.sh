@@ -6,7 +6,8 @@
 # FILL_ROUNDS alternating rounds, default 2) on the cold run's base binary, which the warm run leaves as it was.
 # `--offline`: the machine has no network (the carried cache holds the base); `--run` names the folder.
 # PK_RUN_ARGS: more options for both runs (e.g. "--skip numerics" where the model could not be carried,
-# "--build-pool 2"). SPLIT=1: the job's copy of recipes/default.toml also lists the local build-only patch 0009
+# "--build-pool 1"). Both patches below are in the default recipe since 2026-12-06 (SPLIT=1 and TRACE=1 then copy it
+# as it is). SPLIT=1: the job's copy of recipes/default.toml also lists the local build-only patch 0009
 # (each FA MMA instance unit in two: head size 256 and the rest; docs/fattn-split-sm90-2way), for both runs.
 # TRACE=1: it also lists the local test-only patch 0011 (the config-read trace that scopes --changed's decode cells
 # and numerics: docs/decode-matrix.md), for both runs.
@@ -22,11 +23,12 @@ python3 -m patchkit run --arch 90 --check-arch 89 --offline --run cold $extra
 echo "cold exit $?"
 trace_seen() {  # TRACE=1: the first GPU evidence of 0011's lines, per stderr log of decode and numerics
     [ -n "${TRACE:-}" ] || return 0
-    for f in .patchkit/runs/seed-fattn/"$1"/raw/{decode,gen,kld}*.stderr.log; do
+    local raw=${PATCHKIT_WORK:-.patchkit}/runs/seed-fattn/$1/raw  # device.sh's job keeps its work folder apart
+    for f in "$raw"/{decode,gen,kld}*.stderr.log; do
         [ -f "$f" ] && echo "trace $1 $(basename "$f"): on $(grep -c 'fattn mma config trace: on' "$f")," \
             "reads $(grep -c 'fattn mma config read:' "$f")"
     done
-    grep -h 'fattn mma config read:' .patchkit/runs/seed-fattn/"$1"/raw/*.stderr.log | sort | uniq -c
+    grep -h 'fattn mma config read:' "$raw"/*.stderr.log | sed 's/.*config read: //' | sort | uniq -c
 }
 trace_seen cold
 sed -i 's/^+    GGML_CUDA_FATTN_MMA_CONFIG_CASE(256, 256,  8,  64, 4,  32, 128, 128, 128, 2, true);/+    GGML_CUDA_FATTN_MMA_CONFIG_CASE(256, 256,  8,  64, 4,  32, 128, 128, 128, 1, true);/' \

@@ -27,14 +27,14 @@ def test_the_h200_defaults_are_the_flags_the_examples_used():
     flags = ["--test-variant", "base", "--test-variant", "+0001+0002", "--test-procs", "2", "--test-jobs", "16"]
     _, asked = _resolve(["--arch", "90", "--check-arch", "89", *flags, "-j", "16", "--build-pool", "4"], H200)
     assert (plain.build.jobs, plain.test.procs, plain.test.jobs) == (16, 2, 16)
-    assert (plain.build.pool, asked.build.pool) == (1, 4)  # one after another until a GPU machine measures it
+    assert (plain.build.pool, asked.build.pool) == (2, 4)  # 2 at once on 16 cores and a GPU (an H100 host measured it)
     assert (asked.build.jobs, asked.test.procs, asked.test.jobs) == (16, 2, 16)
     assert plain.test.variants == asked.test.variants == ("base", "+0001+0002")
     # what chose them: the machine for the defaults, the command line for the flags
     src = {o: why for o, _, why in plain.sources}
     assert src["-j"] == src["--test-jobs"] == "16 cores"
     assert src["--test-procs"].startswith("1 CUDA device(s)")
-    assert src["--build-pool"] == "one at a time (--build-pool N: not yet measured on a GPU machine)"
+    assert src["--build-pool"].startswith("16 cores, a CUDA device: 2 at once")
     assert all(why == "command line" for o, _, why in asked.sources if o != "--numerics-procs")  # no example set it
     assert plain.test.jobs_default and plain.test.default_variants
     assert not asked.test.jobs_default and not asked.test.default_variants
@@ -56,6 +56,9 @@ def test_cpu_and_gpu_less_machines_keep_the_old_behaviour():
     assert cpu.build.pool == 1  # one variant build after another: two at once were slower on 2 cores
     _, build_only = _resolve(["--arch", "90"], Machine(cores=2, gpus=0))
     assert (build_only.build.jobs, build_only.test.procs, build_only.test.jobs) == (2, 1, 0)
+    assert build_only.build.pool == 1  # no CUDA device: the builds are checks, one at a time
+    _, small = _resolve(["--arch", "90"], Machine(cores=6, gpus=1))
+    assert small.build.pool == 1  # fewer than 2 x POOL_CORES cores: one at a time
 
 
 def test_tested_variants_base_and_the_series_end_prefixes_when_asked_or_changed():
