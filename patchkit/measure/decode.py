@@ -190,6 +190,21 @@ def _one_process(bundle, r, i, label, b, argv, tag, st: _State, hooks: Around, t
     return seen
 
 
+def _rounds(bundle: Bundle, labeled, every, st: _State, hooks: Around, t: DecodeTiming, timeout: float, n: int) -> int:
+    """The interleaved rounds, until every cell is settled or capped; the number of rounds run. `n`: the
+    matrix's processes (those after them are the real model's)."""
+    what = f"{t.min_rounds} to {t.cap} rounds x {len(labeled)} binaries x {len(every)} processes"
+    with Progress("bench:decode", total=t.cap * len(labeled) * len(every), unit="run", what=what) as bar:
+        r = 0
+        while r < t.cap and (r == 0 or any(k not in st.stop for k in st.rounds)):
+            r += 1
+            _one_round(bundle, r, labeled, every, st, hooks, bar, timeout, n)
+            if not st.rounds:
+                break
+            st.close([lab for lab, _ in labeled], t)
+    return r
+
+
 def run_decode(
     bundle: Bundle,
     bins: list[Bins],
@@ -218,15 +233,7 @@ def run_decode(
     st = _State(depth=depth_states or depth_state.States(), tracing=tracing or config_trace.Tracing())
     st.plan, hooks = plan or rowscope.DecodePlan(), Around(bundle, "decode")
     every = [*argvs, *([real.argv] if real else [])]
-    what = f"{t.min_rounds} to {t.cap} rounds x {len(labeled)} binaries x {len(every)} processes"
-    with Progress("bench:decode", total=t.cap * len(labeled) * len(every), unit="run", what=what) as bar:
-        r = 0
-        while r < t.cap and (r == 0 or any(k not in st.stop for k in st.rounds)):
-            r += 1
-            _one_round(bundle, r, labeled, every, st, hooks, bar, timeout, len(argvs))
-            if not st.rounds:
-                break
-            st.close([lab for lab, _ in labeled], t)
+    r = _rounds(bundle, labeled, every, st, hooks, t, timeout, len(argvs))
     logs = st.logs + hooks.logs
     if not st.rows:
         return Step(

@@ -341,6 +341,51 @@ def _random_q4_0(rng: np.random.Generator, rows: int, cols: int) -> np.ndarray:
     return out.reshape(rows, nb * 18)
 
 
+def _add_metadata(w, gguf, spec: SyntheticModelSpec) -> None:
+    """The model's key-value metadata: name, file type, shapes, rope, and the vocabulary (build_vocab)."""
+    arch = spec.arch
+    K = gguf.Keys
+    w.add_name(
+        f"patchkit synthetic {arch} L{spec.n_layer} E{spec.n_embd} "
+        f"H{spec.n_head}/{spec.n_head_kv}x{spec.head_dim} seed {spec.seed}"
+    )
+    w.add_type("model")
+    w.add_file_type(
+        {
+            "f32": gguf.LlamaFileType.ALL_F32,
+            "f16": gguf.LlamaFileType.MOSTLY_F16,
+            "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+            "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0,
+        }[spec.weight_type]
+    )
+    if spec.weight_type in ("q8_0", "q4_0"):
+        w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    w.add_context_length(spec.context_length)
+    w.add_embedding_length(spec.n_embd)
+    w.add_block_count(spec.n_layer)
+    w.add_feed_forward_length(spec.n_ff)
+    w.add_head_count(spec.n_head)
+    w.add_head_count_kv(spec.n_head_kv)
+    w.add_uint32(K.Attention.KEY_LENGTH.format(arch=arch), spec.head_dim)
+    w.add_uint32(K.Attention.VALUE_LENGTH.format(arch=arch), spec.head_dim)
+    w.add_rope_dimension_count(spec.head_dim)  # llama checks n_rot == key_length
+    w.add_rope_freq_base(float(spec.rope_theta))
+    w.add_layer_norm_rms_eps(RMS_EPS)
+    w.add_vocab_size(spec.n_vocab)
+
+    tokens, scores, ttypes = build_vocab(spec.n_vocab)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(ttypes)
+    w.add_unk_token_id(0)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    w.add_add_space_prefix(True)
+
+
 def write_synthetic_gguf(
     path: Path | str, spec: SyntheticModelSpec | None = None, *, gguf_py: Path | None = None
 ) -> Path:
@@ -361,50 +406,9 @@ def write_synthetic_gguf(
 
     plan = _plan(spec)
     types = [_ggml_type(gguf, spec, t) for t in plan]
-    arch = spec.arch
-    K = gguf.Keys
-
-    w = gguf.GGUFWriter(tmp, arch)
+    w = gguf.GGUFWriter(tmp, spec.arch)
     try:
-        w.add_name(
-            f"patchkit synthetic {arch} L{spec.n_layer} E{spec.n_embd} "
-            f"H{spec.n_head}/{spec.n_head_kv}x{spec.head_dim} seed {spec.seed}"
-        )
-        w.add_type("model")
-        w.add_file_type(
-            {
-                "f32": gguf.LlamaFileType.ALL_F32,
-                "f16": gguf.LlamaFileType.MOSTLY_F16,
-                "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
-                "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0,
-            }[spec.weight_type]
-        )
-        if spec.weight_type in ("q8_0", "q4_0"):
-            w.add_quantization_version(gguf.GGML_QUANT_VERSION)
-        w.add_context_length(spec.context_length)
-        w.add_embedding_length(spec.n_embd)
-        w.add_block_count(spec.n_layer)
-        w.add_feed_forward_length(spec.n_ff)
-        w.add_head_count(spec.n_head)
-        w.add_head_count_kv(spec.n_head_kv)
-        w.add_uint32(K.Attention.KEY_LENGTH.format(arch=arch), spec.head_dim)
-        w.add_uint32(K.Attention.VALUE_LENGTH.format(arch=arch), spec.head_dim)
-        w.add_rope_dimension_count(spec.head_dim)  # llama checks n_rot == key_length
-        w.add_rope_freq_base(float(spec.rope_theta))
-        w.add_layer_norm_rms_eps(RMS_EPS)
-        w.add_vocab_size(spec.n_vocab)
-
-        tokens, scores, ttypes = build_vocab(spec.n_vocab)
-        w.add_tokenizer_model("llama")
-        w.add_token_list(tokens)
-        w.add_token_scores(scores)
-        w.add_token_types(ttypes)
-        w.add_unk_token_id(0)
-        w.add_bos_token_id(1)
-        w.add_eos_token_id(2)
-        w.add_add_bos_token(True)
-        w.add_add_eos_token(False)
-        w.add_add_space_prefix(True)
+        _add_metadata(w, gguf, spec)
 
         for t, qt in zip(plan, types):
             w.add_tensor_info(t.name, t.shape, np.dtype(np.float32), _nbytes(gguf, t.shape, qt), raw_dtype=qt)

@@ -406,6 +406,15 @@ def _kld(k: dict) -> Kld:
     return Kld(**figures, log=k["log"], error=k.get("error", ""))
 
 
+def _pairs(bundle: Bundle, bins: list[Bins], base: Bins, model: Path, work: Path, gens, kld, logs: list[str]) -> list:
+    """Each variant against base: its generations (first differing character and token) and KL divergence."""
+
+    def token_diff(tag: str, ta: str, tb: str) -> int | None:
+        return _token_diff(bundle, base, model, work, tag, ta, tb, logs)
+
+    return [_compare_pair(base, b, gens, kld, token_diff) for b in bins if b is not base]
+
+
 def run_numerics(
     bundle: Bundle,
     bins: list[Bins],
@@ -467,13 +476,7 @@ def run_numerics(
             bundle, bins, base, work, bar, logs, model=model, common=common, timeout=timeout, env=env, procs=procs
         )
     bar.close()
-    pairs = []
-    if base is not None:
-
-        def token_diff(tag: str, ta: str, tb: str) -> int | None:
-            return _token_diff(bundle, base, model, work, tag, ta, tb, logs)
-
-        pairs = [_compare_pair(base, b, gens, kld, token_diff) for b in bins if b is not base]
+    pairs = _pairs(bundle, bins, base, model, work, gens, kld, logs) if base is not None else []
     errors = [g.error for p in pairs for g in p.generations if g.error]
     result = NumericsData(
         pairs=pairs, depths=list(depths), prompts=list(prompts), n_predict=n_predict, model={}, text=text_source
