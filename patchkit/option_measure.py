@@ -384,7 +384,7 @@ OPTIONS: tuple[Option, ...] = (
     opt(
         "numerics.procs",
         "numerics: llama-completion / llama-perplexity processes at once (default 1; a CUDA machine: 3, "
-        "predicted: a process is mostly start-up and model load, not measured on a GPU yet)",
+        "predicted to help: a process is mostly start-up and model load; the gain over 1 is not measured)",
         "--numerics-procs",
         env="PATCHKIT_NUMERICS_PROCS",
         default=1,
