@@ -74,8 +74,8 @@ def fast_defaults(backend: str, m: Machine) -> dict[str, tuple[int, str]]:
     where 1 took 85 s); on a 16-core H200 that is `-j 16 --test-procs 2 --test-jobs 16`. The CPU backend
     keeps ninja's -j and one test process without -j (its cases use the cores themselves). The variant
     builds after the first: on a CUDA machine with 2 x POOL_CORES cores or more, 2 at once (measured on a
-    16-core H100 host: +0001 and +0001+0002 built at once, -j 8 each, in 32-33 s after base, where an H200 host
-    built them one after the other in 37 + 54 s: examples/h100-2026-12-06); elsewhere one at a time (on the
+    16-core H100 host: +0001 and +0001+0002 built at once, -j 8 each, in 32-33 s, ending 39 s after base, where an
+    H200 host built them one after the other in 37 + 54 s: examples/h100-2026-12-06); elsewhere one at a time (on the
     2-core CI machine two at once were slower: docs/kernel-timing.md). Numerics on a CUDA machine: 3 processes
     at once (predicted: its llama-completion and llama-perplexity runs on a small model are mostly start-up and
     model load)."""
@@ -111,7 +111,7 @@ def fast_defaults(backend: str, m: Machine) -> dict[str, tuple[int, str]]:
         }
     two = min(2, m.cores)
     if m.cores >= 2 * POOL_CORES:
-        pool = (2, f"{cores}, a CUDA device: 2 at once (an H100 host: both variants in 33 s after base)")
+        pool = (2, f"{cores}, a CUDA device: 2 at once (an H100 host: both variants at once in 32-33 s)")
     return {
         "jobs": (m.cores, cores),
         "pool": pool,
