@@ -6,23 +6,18 @@
 # FILL_ROUNDS alternating rounds, default 2) on the cold run's base binary, which the warm run leaves as it was.
 # `--offline`: the machine has no network (the carried cache holds the base); `--run` names the folder.
 # PK_RUN_ARGS: more options for both runs (e.g. "--skip numerics" where the model could not be carried,
-# "--build-pool 1"). Both patches below are in the default recipe since 2026-12-06 (SPLIT=1 and TRACE=1 then copy it
-# as it is). SPLIT=1: the job's copy of recipes/default.toml also lists the local build-only patch 0009
-# (each FA MMA instance unit in two: head size 256 and the rest; docs/fattn-split-sm90-2way), for both runs.
-# TRACE=1: it also lists the local test-only patch 0011 (the config-read trace that scopes --changed's decode cells
-# and numerics: docs/decode-matrix.md), for both runs.
+# "--build-pool 1"). The default recipe lists the local patches 0009 (instance units split) and 0011 (the config-read
+# trace that scopes --changed's decode cells and numerics: docs/decode-matrix.md) since 2026-12-06; the SPLIT=1 and
+# TRACE=1 this job took before, to list them in its copy, are gone (they would copy the recipe as it is). After each
+# run the job prints, per stderr log of decode and numerics, 0011's 'trace: on' and 'config read' line counts.
 set -ux
 cd "$(dirname "$0")/.."
 # the host: its cores (physical or SMT siblings decide what -j and builds beside builds cost) and the card
 lscpu | grep -E '^(Model name|CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\))'; nvidia-smi -L
 extra=${PK_RUN_ARGS:-}
-if [ -n "${SPLIT:-}" ]; then python3 scripts/split_recipe.py recipes/default.toml recipes/default.toml || exit 3; fi
-if [ -n "${TRACE:-}" ]; then python3 scripts/split_recipe.py recipes/default.toml recipes/default.toml with \
-    patches/local/0011-cuda-fattn-mma-config-read-trace.patch fattn-config-trace || exit 3; fi
 python3 -m patchkit run --arch 90 --check-arch 89 --offline --run cold $extra
 echo "cold exit $?"
-trace_seen() {  # TRACE=1: the first GPU evidence of 0011's lines, per stderr log of decode and numerics
-    [ -n "${TRACE:-}" ] || return 0
+trace_seen() {  # 0011's lines, per stderr log of decode and numerics
     local raw=${PATCHKIT_WORK:-.patchkit}/runs/seed-fattn/$1/raw  # device.sh's job keeps its work folder apart
     for f in "$raw"/{decode,gen,kld}*.stderr.log; do
         [ -f "$f" ] && echo "trace $1 $(basename "$f"): on $(grep -c 'fattn mma config trace: on' "$f")," \

@@ -1,11 +1,11 @@
 """Write the default recipe with or without the local build-only patch 0009 (each FA MMA instance unit in two:
 head size 256 and the rest; docs/fattn-split-sm90-2way), for the device scripts that measure it
-(scripts/device-split-rebuild.sh compares the two; scripts/device-all.sh with SPLIT=1 lists it). Where it is
+(scripts/device-split-rebuild.sh compares the two; the default recipe lists it since 2026-12-06). Where it is
 listed already, `with` copies the recipe as it is. SRC and DST may be the same.
 
     python3 scripts/split_recipe.py recipes/default.toml DST [with|without] [PATCH ID]
 
-PATCH ID: another local patch instead of 0009 (scripts/device-all.sh's TRACE=1 lists 0011 so).
+PATCH ID: another local patch instead of 0009 (e.g. `without patches/local/0011-... fattn-config-trace`).
 """
 
 import re

@@ -32,8 +32,8 @@ DEFAULT_LOCAL = (
     "perf-fill-chunks",
     "bench-depth-state",
 )
-# local patches the default recipe may list after those, or not: whether it does is decided on a GPU (the build-only
-# 0009 and the test-only 0011; scripts/split_recipe.py lists them), and the tests pass either way
+# local patches the default recipe lists after those since 2026-12-06 (the build-only 0009 and the test-only 0011,
+# after their GPU runs), or not (scripts/split_recipe.py without removes them): the tests pass either way
 LISTABLE_LOCAL = ("fattn-split-hs256", "fattn-config-trace")
 
 
