@@ -68,3 +68,55 @@ def test_a_process_keeps_the_suites_filter():
     where = args[-1]
     assert re.search(where, "hsk=64,hsv=64,type_K=q4_0") and not re.search(where, "hsk=64,hsv=64,type_K=f16")
     assert not re.search(where, "hsk=640,hsv=64,type_K=q4_0")
+
+
+def test_a_freed_slot_starts_the_next_variants_share(monkeypatch):
+    """Two slots, two variants each split in two, the first share of each slow: the next variant's first
+    share starts when a slot frees (the faster share ends), not when the whole variant has ended."""
+    import threading
+    import time
+
+    events: list[tuple[str, str, float]] = []
+    lock = threading.Lock()
+
+    def one(bundle, b, name, args, backend, jobs, timeout, cache, bar):
+        with lock:
+            events.append(("start", name, time.monotonic()))
+        time.sleep(0.6 if name.endswith("1of2") else 0.1)
+        with lock:
+            events.append(("end", name, time.monotonic()))
+        return _run("b1" if name.endswith("1of2") else "b2")
+
+    class Replay(_Bundle):
+        replay = True
+
+    class Bar:
+        def __init__(self, *a, **k):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def note(self, _):
+            pass
+
+        def said(self, _):
+            pass
+
+    monkeypatch.setattr(t, "_one_process", one)
+    monkeypatch.setattr(t, "Progress", Bar)
+    bins = [t.Bins(variant="base", dir=Path("/nonexistent/base")), t.Bins(variant="+0001", dir=Path("/nonexistent/p1"))]
+    step = t.run_tests(
+        Replay(), bins, suite="fa", args=("-o", "FLASH_ATTN_EXT"), backend="CUDA0", shards=["hsk=64", "hsk=128"]
+    )
+    at = {(kind, name): when for kind, name, when in events}
+    assert at[("start", "test-fa-+0001-1of2")] < at[("end", "test-fa-base-1of2")]
+    running = max(
+        sum(1 for k, _, w in events if k == "start" and w <= x) - sum(1 for k, _, w in events if k == "end" and w <= x)
+        for _, _, x in events
+    )
+    assert running == 2  # never more processes than slots
+    assert step.status == "ok" and set(step.data["variants"]) == {"base", "+0001"}
