@@ -144,8 +144,8 @@ _PIPELINE: tuple[Option, ...] = (
     opt(
         "build.pool",
         "variants built at once after the first, each in its own build folder seeded from the first's and "
-        "with its share of -j (1: one after another in one folder; default: 1 until a GPU machine measures the pool; "
-        "docs/kernel-timing.md)",
+        "with its share of -j (1: one after another in one folder; default: 2 on a machine with a CUDA device and "
+        "8 cores or more, else 1; docs/kernel-timing.md)",
         "--build-pool",
         env="PATCHKIT_BUILD_POOL",
         recipe="build.pool",

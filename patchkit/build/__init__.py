@@ -9,7 +9,8 @@ build is never redone and a changed patch is never served stale. Binaries are li
 build folder holds now.
 
 With a build pool (`--build-pool N`, N > 1) the first variant (base) builds in that shared tree and
-folder, and the others then build at once, N at a time, each with its share of -j, each in a tree and
+folder, and the others build at once (from where base has only its longest unit's program left:
+patchkit.build.pool), N at a time, each with its share of -j, each in a tree and
 build folder of its own (each/<variant>/) seeded from the shared one (patchkit.build.seed): Ninja there
 recompiles what the variant changes, and goes on from that folder's last build the next time.
 
@@ -25,20 +26,20 @@ import json
 import os
 import re
 import shutil
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from patchkit import backends, proc, vcs
-from patchkit.build import compiled, seed, units
+from patchkit.build import compiled, pool, seed, units
 from patchkit.build.binaries import copy_hashed, file_facts, files_gone
 from patchkit.build.graph import include_graph, includers, object_targets, source_root  # noqa: F401 (the package's)
+from patchkit.build.ninja import _Progress, run_ninja
 from patchkit.build.tools import Toolchain, _cublas_from_wheel, _nvcc, toolchain  # noqa: F401 (the package's names)
 from patchkit.errors import BuildError, CommandError, ToolNotFound
 from patchkit.parsers.compiler import first_compiler_error
-from patchkit.progress import Progress
 from patchkit.recipe import Recipe
 from patchkit.series import VariantState, checkout_base, folder_name
 from patchkit.source import BaseInfo, open_cache_repo
@@ -215,33 +216,6 @@ def _manifest(
     }
 
 
-class _Progress:
-    """Ninja's [N/M] lines as a progress bar (patchkit.progress), made at the first such line so that
-    it never shares a line with the echoed command."""
-
-    _RE = re.compile(r"^\[(\d+)/(\d+)\]")
-
-    def __init__(self, desc: str):
-        self.desc = desc
-        self.bar: Progress | None = None
-        self.steps = 0
-
-    def __call__(self, line: str) -> None:
-        m = self._RE.match(line)
-        if not m:
-            return
-        done, total = int(m.group(1)), int(m.group(2))
-        if self.bar is None:  # Ninja's first total is not its last (a CMake re-run is [1/1]): no count said here
-            self.bar = Progress(self.desc, total=total, unit="step", what="Ninja", count="steps counted as they run")
-        self.bar.set_total(total)
-        self.bar.update(done - self.steps)
-        self.steps = done
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
 # Files of these kinds are never compiled: one counts for configure only where a CMake file names it or a
 # file(GLOB) pattern matches its name (an added notes.txt made a configure, new ggml/llama version headers
 # with the variant's commit, and 144 CPU steps compiled again).
@@ -337,24 +311,6 @@ def configure(src: Path, bdir: Path, opts: BuildOptions, tc: Toolchain, log: Pat
     write_json(stamp, want)
 
 
-def run_ninja(
-    bdir: Path, targets: list[str], opts: BuildOptions, tc: Toolchain, log: Path, desc: str, keep_going: bool = False
-) -> proc.Completed:
-    args = ["ninja", "-C", str(bdir)]
-    if opts.jobs:
-        args += ["-j", str(opts.jobs)]
-    if keep_going:
-        args += ["-k", "0"]
-    progress = _Progress(desc)
-    try:
-        return proc.run([*args, *targets], log=log, env=tc.env, on_line=progress, check=not keep_going)
-    except CommandError:
-        err = first_compiler_error(log.read_text(errors="replace")) if log.is_file() else None
-        raise BuildError(f"{desc}: build failed: {err or 'see log'} (log: {log})") from None
-    finally:
-        progress.close()
-
-
 def move_tree(ws: Workspace, recipe: Recipe, root: Path, base: BaseInfo, head: str, tree: Path | None = None) -> Path:
     """The build tree (`root`/tree unless `tree`) checked out at `head` (only the files that differ are written)."""
     tree = root / "tree" if tree is None else tree
@@ -408,11 +364,19 @@ def folders(root: Path, variant: str, own: bool) -> tuple[Path, Path]:
 
 
 def build_one(
-    job: _Job, state: VariantState, tree: Path, bdir: Path, opts: BuildOptions, t0: float | None = None
+    job: _Job,
+    state: VariantState,
+    tree: Path,
+    bdir: Path,
+    opts: BuildOptions,
+    t0: float | None = None,
+    midway: Callable[[], None] | None = None,
 ) -> BuildResult:
     """Configure and build one variant in `tree`/`bdir` (moved from whatever head they hold to the
     variant's: Ninja recompiles what changed) and snapshot its binaries to bin/<variant>/; its seconds
-    count from `t0` (its folders' seeding) or now."""
+    count from `t0` (its folders' seeding) or now. `midway`: called between two Ninja runs, the first of
+    which leaves the pool's LATE programs (patchkit.build.pool) for the second; the folder's stamp then
+    names the head its finished run compiled, so that it can be seeded from."""
     t0 = time.monotonic() if t0 is None else t0
     clock = _Phases(t0)
     rows = None if opts.full_rebuild else units.prepare(job.recipe, tree, bdir, state.head, job.tc.env)
@@ -432,10 +396,19 @@ def build_one(
     configure(tree, bdir, opts, job.tc, job.logs / f"configure-{opts.config}-{state.name}.log")
     clock.lap("configure")
     log = job.logs / f"build-{opts.config}-{state.name}.log"
-    done_run = run_ninja(bdir, list(opts.targets), opts, job.tc, log, f"build {state.name}")
+    runs = []
+    if midway is not None and (early := pool.early_targets(bdir, list(opts.targets), job.tc.env)):
+        runs.append(run_ninja(bdir, early, opts, job.tc, log, f"build {state.name}"))
+        write_json(bdir / units.STAMP, {"head": state.head})
+        clock.lap("ninja")
+        midway()
+        clock.lap("seed others")
+        log = log.with_name(f"build-{opts.config}-{state.name}-late.log")
+    runs.append(run_ninja(bdir, list(opts.targets), opts, job.tc, log, f"build {state.name}"))
     clock.lap("ninja")
     write_json(bdir / units.STAMP, {"head": state.head})
-    steps = sum(1 for ln in done_run.stdout.splitlines() if _Progress._RE.match(ln))
+    steps = sum(1 for r in runs for ln in r.stdout.splitlines() if _Progress._RE.match(ln))
+    log = job.logs / f"build-{opts.config}-{state.name}.log"
     out = bin_dir(job.ws, job.recipe, opts, state.name)
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -496,10 +469,11 @@ def build_variants(
     on_built: OnBuilt | None = None,
 ) -> list[BuildResult]:
     """Build every variant (finished builds are reused), results in `states`' order; `on_built` is called
-    as each is done (reused ones first, then the first state's before any other starts). With a pool of one
+    as each is done (reused ones first, then the first state's before any other is told). With a pool of one
     (`opts.pool`) they build one after the other in the shared build folder; with more, the first state
     builds there and the others at once, each in its own folder seeded from the shared one
-    (patchkit.build.seed), with its share of -j. A failed build lets the others finish, then raises.
+    (patchkit.build.seed), with its share of -j, started where the first state's build has only its LATE
+    programs left (patchkit.build.pool). A failed build lets the others finish, then raises.
 
     The build root's lock: where every build is finished, a reader's (shared) one, so that the runs that only
     reuse them (two targets of an executor on one work folder, a second run) go on at once, and wait for a
@@ -522,11 +496,18 @@ def build_variants(
             return [results[st.name] for st in states]
     with ws.lock(job.root):
         todo = _reused(job, [(st, find_build(ws, recipe, opts, st, job.tc)) for st in states], own, told, results)
-        for st in [st for st in todo if not own[st.name]]:
-            tree, bdir = folders(job.root, st.name, False)
-            results[st.name] = build_one(job, st, tree, bdir, opts)
-            told(results[st.name], tree, bdir)
-        results.update(_pooled(job, [st for st in todo if own[st.name]], told))
+        first, others = [st for st in todo if not own[st.name]], [st for st in todo if own[st.name]]
+        if first and others:  # a pool (own folders): base, then the others beside its last unit (patchkit.build.pool)
+            results.update(_overlapped(job, first[0], others, told))
+        else:
+            for st in first:
+                tree, bdir = folders(job.root, st.name, False)
+                results[st.name] = build_one(job, st, tree, bdir, opts)
+                told(results[st.name], tree, bdir)
+            if others:
+                pooled = _pooled(job, others, told)
+                pooled.start()
+                results.update(pooled.finish())
     return [results[st.name] for st in states]
 
 
@@ -549,45 +530,55 @@ def _reused(
     return todo
 
 
-def _pooled(job: _Job, states: list[VariantState], told: OnBuilt) -> dict[str, BuildResult]:
+def _overlapped(job: _Job, st: VariantState, others: list[VariantState], told: OnBuilt) -> dict[str, BuildResult]:
+    """`st` (base) in the shared folder, the `others` started midway through it (patchkit.build.pool), each
+    told only after base was (base's compiled inputs come first: the others' same-code check reads them); every
+    build runs to its end, then the first failure is raised."""
+    base_told = threading.Event()
+    others_pool = _pooled(job, others, told, gate=base_told)
+    tree, bdir = folders(job.root, st.name, False)
+    results: dict[str, BuildResult] = {}
+    failed: list[BaseException] = []
+    try:
+        results[st.name] = build_one(job, st, tree, bdir, job.opts, midway=lambda: others_pool.start(seeded=True))
+        told(results[st.name], tree, bdir)
+    except BaseException as e:  # the others go on; raised when all have ended
+        failed.append(e)
+    finally:
+        base_told.set()
+    if not others_pool.started.is_set():  # base's first run failed, or there was none (nothing to split)
+        if failed:
+            raise failed[0]
+        others_pool.start()
+    results.update(others_pool.finish(failed))
+    return results
+
+
+def _pooled(job: _Job, states: list[VariantState], told: OnBuilt, gate: threading.Event | None = None) -> pool.Pool:
     """The variants' builds at once (at most opts.pool), each in its own folder seeded from the shared
-    one, each with its share of -j; every build runs to its end, then the first failure is raised."""
-    if not states:
-        return {}
+    one, each with its share of -j, each told after `gate` is set; not started yet."""
     size = min(job.opts.pool, len(states))
     share = max(1, (job.opts.jobs or _cores()) // size)
     opts = replace(job.opts, jobs=share)
     print(f"building {len(states)} variants {size} at a time, each -j {share}, in folders seeded from the shared one")
 
-    group = proc.current_group()  # the caller's, for the processes the pool's threads start
-
-    def one(st: VariantState) -> BuildResult:
-        with proc.group(*group):
-            return _own(st)
-
-    def _own(st: VariantState) -> BuildResult:
+    def seed_one(st: VariantState) -> None:
         t0 = time.monotonic()
         tree, bdir = folders(job.root, st.name, True)
         shared = folders(job.root, "", False)
         log = job.logs / f"seed-{opts.config}-{st.name}.log"
         how = seed.own_folders(job.ws, job.recipe, shared, (tree, bdir), job.tc.env, log)
         print(f"{st.name}: own build folder {how} in {time.monotonic() - t0:.0f} s ({bdir})")
+
+    def build(st: VariantState, t0: float) -> BuildResult:
+        tree, bdir = folders(job.root, st.name, True)
         r = build_one(job, st, tree, bdir, opts, t0)
+        if gate is not None:
+            gate.wait()
         told(r, tree, bdir)
         return r
 
-    results: dict[str, BuildResult] = {}
-    failed: list[BaseException] = []
-    with ThreadPoolExecutor(max_workers=size, thread_name_prefix="build") as ex:
-        futures = {ex.submit(one, st): st for st in states}
-        for fut in as_completed(futures):
-            try:
-                results[futures[fut].name] = fut.result()
-            except BaseException as e:  # the others go on; raised when all have ended
-                failed.append(e)
-    if failed:
-        raise failed[0]
-    return results
+    return pool.Pool(states=states, size=size, seed=seed_one, build=build)
 
 
 def _cores() -> int:

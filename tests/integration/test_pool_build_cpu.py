@@ -3,7 +3,8 @@ Ninja: after base, +0001 (one CPU source changed) and +0001+0002 (a second one) 
 build folder seeded from base's. Each recompiles its changed units and not the rest of base's (the seed's
 Ninja logs are right), none skips a changed unit (the seed's objects are older than the changed sources:
 the edited string is in each variant's binary, not in base's), and the two builds ran at the same time
-(their logs' spans overlap)."""
+(their logs' spans overlap), beside base's second Ninja run, which builds test-backend-ops' own unit
+(patchkit.build.pool)."""
 
 from __future__ import annotations
 
@@ -64,11 +65,14 @@ def test_variants_build_at_once_in_seeded_folders_and_recompile_their_changed_un
         assert (root / "each" / v / "build" / seed.MARK).is_file()
 
     built = {r.variant: _compiled(Path(r.log)) for r in results}
-    assert len(built["base"]) > 100  # base compiled everything
+    late = _compiled(logs / "build-cpu-base-late.log")  # base's second Ninja run: test-backend-ops' own unit
+    assert late == {"test-backend-ops.cpp.o"} and len(built["base"]) > 100, late  # base compiled everything
     # each variant: its changed units and ggml.c (ggml's CMake gives it the commit of the variant's own tree,
-    # whose git index the seeded folder watches), not base's other ~140: as in the shared folder
-    assert built["+0001"] == {"ggml-alloc.c.o", "ggml.c.o"}, built["+0001"]
-    assert built["+0001+0002"] == {"ggml-alloc.c.o", "ggml-backend.cpp.o", "ggml.c.o"}, built["+0001+0002"]
+    # whose git index the seeded folder watches), not base's other ~140: as in the shared folder; and
+    # test-backend-ops' own unit, which its seed (base's first run) did not have yet
+    tbo = "test-backend-ops.cpp.o"
+    assert built["+0001"] == {"ggml-alloc.c.o", "ggml.c.o", tbo}, built["+0001"]
+    assert built["+0001+0002"] == {"ggml-alloc.c.o", "ggml-backend.cpp.o", "ggml.c.o", tbo}, built["+0001+0002"]
 
     exe = {r.variant: (Path(r.bin_dir) / "test-backend-ops").read_bytes() for r in results}
     digests = {v: hashlib.sha256(b).hexdigest() for v, b in exe.items()}
@@ -79,6 +83,9 @@ def test_variants_build_at_once_in_seeded_folders_and_recompile_their_changed_un
 
     (a0, a1), (b0, b1) = (_span(logs / f"build-cpu-{v}.log") for v in ("+0001", "+0001+0002"))
     assert a0 < b1 and b0 < a1, ((a0, a1), (b0, b1))  # the two variants' Ninja runs overlap in time
+    l0, l1 = _span(logs / "build-cpu-base-late.log")  # and they started beside base's last unit, not after it
+    assert a0 < l1 and b0 < l1, ((a0, b0), (l0, l1))
+    assert told[0][0] == "base"  # told first all the same (the others' same-code check reads base's inputs)
 
     # again: every build is found by its key; nothing is built or seeded
     again = build_mod.build_variants(recipe, base_info, ctx.ws, states, opts, logs=tmp_path / "logs2")
