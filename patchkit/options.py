@@ -300,6 +300,20 @@ def build_options(
     return _build_of(recipe, _build_values(recipe, cli, environ, machine or Machine(cores=0, gpus=0)))
 
 
+def build_options_said(
+    recipe: Recipe, cli: Mapping[str, object], machine: Machine | None = None, environ: Mapping[str, str] | None = None
+) -> tuple[BuildOptions, str]:
+    """`patchkit build`'s options, with this machine's fast defaults as `run` takes them (-j the cores and the
+    pool at 2 on a CUDA machine of 8 cores or more; before 2026-12-06 `build` took ninja's -j and a pool of 1
+    there), and the line that says them and where they came from."""
+    environ = os.environ if environ is None else environ
+    v = _build_values(recipe, cli, environ, machine or this_machine())
+    b = _build_of(recipe, v)
+    jobs = str(b.jobs or "ninja's")
+    said = f"-j {jobs} ({_why(v['build.jobs'])}); --build-pool {b.pool} ({_why(v['build.pool'])})"
+    return b, f"patchkit: options: {said}"
+
+
 def resolve_values(
     recipe: Recipe, cli: Mapping[str, object], environ: Mapping[str, str], machine: Machine
 ) -> dict[str, Value]:

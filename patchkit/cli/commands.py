@@ -30,7 +30,7 @@ from patchkit.cli.base import (
 from patchkit.errors import PatchkitError, ResultsError
 from patchkit.measure.decode import synth_model
 from patchkit.option_set import GROUPS
-from patchkit.options import build_options, describe
+from patchkit.options import build_options_said, describe
 from patchkit.results import Bundle, latest_run
 from patchkit.run import pipeline, replay, steps
 from patchkit.sweep import section
@@ -82,7 +82,8 @@ class Build(Command):
 
     def run(self, args):
         ctx = ctx_of(args)
-        opts = build_options(ctx.recipe, typed(args))
+        opts, said = build_options_said(ctx.recipe, typed(args))
+        print(said)
         base = pipeline.fetch(ctx)
         states = pipeline.apply(ctx, base, only=tuple(args.variant), leave_one_out=args.leave_one_out, force=args.force)
         if args.check:

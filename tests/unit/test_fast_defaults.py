@@ -94,3 +94,22 @@ def test_numerics_runs_three_processes_at_once_on_a_cuda_machine_and_one_on_the_
     src = {o: (v, why) for o, v, why in gpu.sources}
     assert src["--numerics-procs"][0] == "3" and "predicted" in src["--numerics-procs"][1]
     assert {o: (v, why) for o, v, why in typed.sources}["--numerics-procs"] == ("1", "command line")
+
+
+def test_the_build_command_takes_the_runs_build_defaults():
+    """`patchkit build` on the H200 (2026-12-06 06:53): base 263 s, then +0001 30 s and +0001+0002 33 s one after
+    the other, since it took ninja's -j and a pool of 1 where `run` takes the cores and 2."""
+    from patchkit.options import build_options_said
+
+    recipe = load_recipe(str(ROOT / "recipes" / "default.toml"))
+    args = vars(make_parser().parse_args(["build", "--arch", "90"]))
+    _, run = _resolve(["--arch", "90"], H200)
+    build, said = build_options_said(recipe, args, H200, environ={})
+    assert (build.jobs, build.pool) == (run.build.jobs, run.build.pool) == (16, 2)
+    assert said == "patchkit: options: -j 16 (16 cores); --build-pool 2 (16 cores, a CUDA device: 2 at once" + (
+        " (an H100 host: both variants at once in 32-33 s))"
+    )
+    asked, said = build_options_said(recipe, {**args, "build_pool": 1}, H200, environ={})
+    assert asked.pool == 1 and "--build-pool 1 (command line)" in said
+    cpu, _ = build_options_said(recipe, {**args, "backend": "cpu"}, Machine(cores=2, gpus=0), environ={})
+    assert (cpu.jobs, cpu.pool) == (0, 1)
