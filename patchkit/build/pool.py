@@ -58,13 +58,19 @@ class Pool:
 
     def start(self, seeded: bool = False) -> None:
         t0s: dict[str, float] = {}
+        seed_failed: dict[str, Exception] = {}  # a variant's failed seed is its build's failure, not the caller's
         if seeded:
             for st in self.states:
                 t0s[st.name] = time.monotonic()
-                self.seed(st)
+                try:
+                    self.seed(st)
+                except Exception as e:
+                    seed_failed[st.name] = e
         group = proc.current_group()  # the caller's, for the processes the pool's threads start
 
         def one(st) -> object:
+            if st.name in seed_failed:
+                raise seed_failed[st.name]
             with proc.group(*group):
                 t0 = t0s.get(st.name) or time.monotonic()
                 if st.name not in t0s:
