@@ -395,7 +395,7 @@ def build_one(
     clock.lap("tree")
     configure(tree, bdir, opts, job.tc, job.logs / f"configure-{opts.config}-{state.name}.log")
     clock.lap("configure")
-    log = job.logs / f"build-{opts.config}-{state.name}.log"
+    log = last = job.logs / f"build-{opts.config}-{state.name}.log"
     runs = []
     if midway is not None and (early := pool.early_targets(bdir, list(opts.targets), job.tc.env)):
         runs.append(run_ninja(bdir, early, opts, job.tc, log, f"build {state.name}"))
@@ -403,12 +403,11 @@ def build_one(
         clock.lap("ninja")
         midway()
         clock.lap("seed others")
-        log = log.with_name(f"build-{opts.config}-{state.name}-late.log")
-    runs.append(run_ninja(bdir, list(opts.targets), opts, job.tc, log, f"build {state.name}"))
+        last = log.with_name(f"build-{opts.config}-{state.name}-late.log")
+    runs.append(run_ninja(bdir, list(opts.targets), opts, job.tc, last, f"build {state.name}"))
     clock.lap("ninja")
     write_json(bdir / units.STAMP, {"head": state.head})
     steps = sum(1 for r in runs for ln in r.stdout.splitlines() if _Progress._RE.match(ln))
-    log = job.logs / f"build-{opts.config}-{state.name}.log"
     out = bin_dir(job.ws, job.recipe, opts, state.name)
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
