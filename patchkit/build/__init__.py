@@ -496,7 +496,7 @@ def build_variants(
     with ws.lock(job.root):
         todo = _reused(job, [(st, find_build(ws, recipe, opts, st, job.tc)) for st in states], own, told, results)
         first, others = [st for st in todo if not own[st.name]], [st for st in todo if own[st.name]]
-        if first and others:  # a pool (own folders): base, then the others beside its last unit (patchkit.build.pool)
+        if first and others and (opts.jobs or _cores()) >= pool.SPLIT_JOBS:  # base, the others beside its last unit
             results.update(_overlapped(job, first[0], others, told))
         else:
             for st in first:

@@ -3,14 +3,15 @@
 The first variant (base) builds in the shared folder. Its build ends on one long C++ unit:
 tests/test-backend-ops.cpp (38 s on this 2-core machine, 40 s on the H100 host of 2026-12-06b), which Ninja
 starts last, since its path to the program is the shortest (Ninja 1.11 to 1.13 rank the ready edges by the
-number of edges to the requested targets, not by their seconds). In that base build's Ninja log the other
-15 cores sat idle from 270 s to 307 s, and the variants waited for all of it. So base builds in two Ninja runs
+number of edges to the requested targets, not by their seconds). In that base build's Ninja log its other 15
+job slots emptied from 270 s (the nice'd compile check beside it took the cores from 279 s), and the variants
+waited for all of it. So base builds in two Ninja runs
 when variants follow: first every requested program but the LATE ones, and the libraries those link; then
 (`midway`) the variants' folders are seeded from that (a finished Ninja run: nothing is written there while
 they are copied) and their builds start, while base's second run builds the LATE programs beside them. Each
 variant's Ninja compiles the LATE programs' own units for itself (their objects are not in the seed): the
 cores that sat idle do it. Predicted, not measured on a GPU: the variants' builds start ~40 s earlier on that
-host.
+host. Only where base builds with SPLIT_JOBS jobs or more.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ from pathlib import Path
 from patchkit import proc
 
 LATE = ("test-backend-ops",)  # programs whose own unit is the build's longest (see above)
+# The split only where base's build has the cores (its -j) to leave idle at its tail: each variant then compiles
+# the LATE units again, which on the 2-core machine costs more (2 x 38 s of a core) than base's tail leaves
+# idle there (one core for ~17 s of its CPU build's Ninja log); 8 is the pool's own default's threshold.
+SPLIT_JOBS = 8
 _LIB = re.compile(r"\.(?:a|so(?:\.\d+)*)$")
 
 
