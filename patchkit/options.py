@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -141,8 +141,20 @@ def _test_variants(recipe: Recipe, cli: Mapping[str, object]) -> tuple[tuple[str
 
 def defaults_line(opts: RunOptions) -> str:
     """The options the fast defaults chose, in one line (printed at the start of a run)."""
-    parts = [f"{o} {v} ({why})" for o, v, why in opts.sources]
-    return "patchkit: options: " + "; ".join(parts)
+    return _said(opts.sources)
+
+
+def _said(sources: Iterable[tuple[str, str, str]]) -> str:
+    """(option, value, where it came from) in the one line `run` and `build` print at their start."""
+    return "patchkit: options: " + "; ".join(f"{o} {v} ({why})" for o, v, why in sources)
+
+
+def _build_sources(b: BuildOptions, v: Mapping[str, Value]) -> tuple[tuple[str, str, str], ...]:
+    """The build's fast-default options as the start line says them."""
+    return (
+        ("-j", str(b.jobs or "ninja's"), _why(v["build.jobs"])),
+        ("--build-pool", str(b.pool), _why(v["build.pool"])),
+    )
 
 
 # --- the options of the measurement pipeline (`patchkit run`, `test`, `bench`, `numerics`)
@@ -309,9 +321,7 @@ def build_options_said(
     environ = os.environ if environ is None else environ
     v = _build_values(recipe, cli, environ, machine or this_machine())
     b = _build_of(recipe, v)
-    jobs = str(b.jobs or "ninja's")
-    said = f"-j {jobs} ({_why(v['build.jobs'])}); --build-pool {b.pool} ({_why(v['build.pool'])})"
-    return b, f"patchkit: options: {said}"
+    return b, _said(_build_sources(b, v))
 
 
 def resolve_values(
@@ -402,8 +412,7 @@ def run_options(recipe: Recipe, v: Mapping[str, Value], *, steps: tuple[str, ...
         numerics=NumericsOptions(**sections["numerics"]),
         model=ModelOptions(**sections["model"]),
         sources=(
-            ("-j", str(build.jobs or "ninja's"), _why(v["build.jobs"])),
-            ("--build-pool", str(build.pool), _why(v["build.pool"])),
+            *_build_sources(build, v),
             ("--test-procs", str(tp.value), _why(tp)),
             ("--test-jobs", str(tj.value or "none"), _why(tj)),
             ("--numerics-procs", str(v["numerics.procs"].value), _why(v["numerics.procs"])),
