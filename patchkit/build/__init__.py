@@ -545,7 +545,7 @@ def _overlapped(job: _Job, st: VariantState, others: list[VariantState], told: O
         failed.append(e)
     finally:
         base_told.set()
-    if not others_pool.started.is_set():  # base's first run failed, or there was none (nothing to split)
+    if not others_pool.started:  # base's first run failed, or there was none (nothing to split)
         if failed:
             raise failed[0]
         others_pool.start()

@@ -17,7 +17,6 @@ host. Only where base builds with SPLIT_JOBS jobs or more.
 from __future__ import annotations
 
 import re
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
@@ -43,8 +42,7 @@ def early_targets(bdir: Path, targets: list[str], env: dict[str, str] | None) ->
         return []
     out = proc.run(["ninja", "-C", str(bdir), "-t", "inputs", *late], echo=False, env=env).stdout
     libs = sorted({p for p in out.split() if not p.startswith("/") and _LIB.search(p)})
-    early = [t for t in targets if t not in LATE] + libs
-    return early
+    return [t for t in targets if t not in LATE] + libs
 
 
 @dataclass
@@ -58,8 +56,12 @@ class Pool:
     size: int
     seed: Callable[[object], None]
     build: Callable[[object, float], object]
-    futures: dict[Future, object] = field(default_factory=dict)
-    started: threading.Event = field(default_factory=threading.Event)
+    _ex: ThreadPoolExecutor | None = field(default=None, init=False)
+    _futures: dict[Future, object] = field(default_factory=dict, init=False)
+
+    @property
+    def started(self) -> bool:
+        return self._ex is not None
 
     def start(self, seeded: bool = False) -> None:
         t0s: dict[str, float] = {}
@@ -83,18 +85,17 @@ class Pool:
                 return self.build(st, t0)
 
         self._ex = ThreadPoolExecutor(max_workers=self.size, thread_name_prefix="build")
-        self.futures = {self._ex.submit(one, st): st for st in self.states}
-        self.started.set()
+        self._futures = {self._ex.submit(one, st): st for st in self.states}
 
     def finish(self, failed: list[BaseException] | None = None) -> dict[str, object]:
         failed = [] if failed is None else failed
         results: dict[str, object] = {}
-        if not self.started.is_set():
+        if self._ex is None:
             return results
         try:
-            for fut in as_completed(self.futures):
+            for fut in as_completed(self._futures):
                 try:
-                    results[self.futures[fut].name] = fut.result()
+                    results[self._futures[fut].name] = fut.result()
                 except BaseException as e:  # the others go on; raised when all have ended
                     failed.append(e)
         finally:
