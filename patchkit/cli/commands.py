@@ -88,11 +88,20 @@ class Build(Command):
         states = pipeline.apply(ctx, base, only=tuple(args.variant), leave_one_out=args.leave_one_out, force=args.force)
         if args.check:
             return _check(ctx, base, states, opts)
+        t0 = time.monotonic()
         results = build_mod.build_variants(ctx.recipe, base, ctx.ws, states, opts, logs=ctx.logs)
-        built = [r for r in results if not r.reused]
-        print(f"built {len(built)} of {len(results)} variants in {sum(r.seconds for r in built):.0f} s", end="")
-        print(f" ({len(results) - len(built)} reused)" if len(built) < len(results) else "")
+        print(built_line(results, time.monotonic() - t0))
         return 0
+
+
+def built_line(results: list, wall: float) -> str:
+    """The build command's last line: the builds' wall seconds, and their sum where builds ran at once (a pool)."""
+    built = [r for r in results if not r.reused]
+    total = sum(r.seconds for r in built)
+    line = f"built {len(built)} of {len(results)} variants in {wall:.0f} s"
+    if round(total) > round(wall):  # some built at once: their seconds add up to more than the wall time
+        line += f" (their builds' seconds add up to {total:.0f} s: built at once)"
+    return line + (f" ({len(results) - len(built)} reused)" if len(built) < len(results) else "")
 
 
 def _check(ctx, base, states, opts) -> int:

@@ -113,3 +113,20 @@ def test_the_build_command_takes_the_runs_build_defaults():
     assert asked.pool == 1 and "--build-pool 1 (command line)" in said
     cpu, _ = build_options_said(recipe, {**args, "backend": "cpu"}, Machine(cores=2, gpus=0), environ={})
     assert (cpu.jobs, cpu.pool) == (0, 1)
+
+
+def test_the_build_commands_last_line_says_wall_time_not_the_sum():
+    """The H100 of 2026-12-06 09:03 (examples/h100-2026-12-06c, job 3): base 291 s, then +0001 36 s and +0001+0002
+    41 s at once; the line said "built 3 of 3 variants in 369 s", their sum, where the builds took ~334 s."""
+    from patchkit.build import BuildResult
+    from patchkit.cli.commands import built_line
+
+    def r(v, s, reused=False):
+        return BuildResult(variant=v, key="k", head="h", bin_dir="b", seconds=s, reused=reused, steps=1, log="l")
+
+    pooled = [r("base", 291.0), r("+0001", 36.0), r("+0001+0002", 41.0)]
+    assert built_line(pooled, 334.2) == (
+        "built 3 of 3 variants in 334 s (their builds' seconds add up to 368 s: built at once)"
+    )
+    one_by_one = [r("base", 0.0, reused=True), r("+0001", 30.0), r("+0001+0002", 33.0)]
+    assert built_line(one_by_one, 63.4) == "built 2 of 3 variants in 63 s (1 reused)"
