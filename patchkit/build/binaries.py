@@ -23,7 +23,13 @@ def file_facts(path: Path) -> dict:
     return {"size": path.stat().st_size, "sha256": h.hexdigest()}
 
 
-_CHUNK = 1 << 20
+# Read, hashed and written 16 MiB at a time: each chunk gives the GIL up and takes it back (read, hash, write),
+# and a build's copies run in the pool's threads beside the lane's CPU-bound parse of base's compiled inputs
+# (ninja -t deps). With 1 MiB chunks the two variants' copies on the H100 of 2026-12-06 08:43 took 6.8 s and 7.7 s
+# (0.5 s alone); scripts/bench_copy.py on the 2-core machine (2026-12-06 09:10-09:17, 6 runs of each): five 80 MB
+# files copied by two threads beside one busy thread took 11.2-19.8 s each with 1 MiB chunks, 1.2-7.2 s with
+# 16 MiB (above 1.5 s only while the disk still wrote back an earlier pass's copies); alone 0.3-5.2 s either way.
+_CHUNK = 1 << 24
 # bin/<variant>/VERIFIED: binary -> the stat of the file whose sha256 was last found equal to the manifest's,
 # and when (time.time_ns()). A binary whose stat is the same (device, inode, size, mtime, ctime) is the same file
 # unwritten since: any write, copy over it, rename onto it or utime sets its ctime, which no program can set
