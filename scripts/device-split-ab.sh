@@ -7,7 +7,10 @@
 # shares started (raw/test-flash_attn-base-*.log: mtime minus their '# exit' seconds). ORDER="one split" (default)
 # or "split one". About 9 minutes a run on an H100 host. Run through scripts/device.sh (from the job's copy);
 # both run folders and Ninja logs are copied under $PATCHKIT_WORK/runs/seed-fattn/ab-<mode>/ for collect.
-# PK_ARGS replaces "--arch 90 --check-arch 89" (e.g. "--backend cpu --test-jobs 2 -j 8" to try the script on a CPU).
+# PK_ARGS replaces "--arch 90 --check-arch 89": "--arch 90" runs without the nice'd sm_89 check lane (on the H100 of
+# 2026-12-06 08:43 base's first Ninja run, beside that lane, took 287.7 s without test-backend-ops, and a one-run
+# `patchkit build` without it 286.6 s with test-backend-ops: whether the lane slows base's build is open);
+# "--backend cpu --test-jobs 2 -j 8 --build-pool 2" tries the script on a CPU.
 set -ux
 cd "$(dirname "$0")/.."
 lscpu | grep -E '^(Model name|CPU\(s\)|Thread\(s\) per core)'; nvidia-smi -L 2>/dev/null
