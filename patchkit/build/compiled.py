@@ -63,7 +63,7 @@ def compiled_inputs(bdir: Path, tree: Path, targets: tuple[str, ...], env: dict[
     if configure is None:
         return set()
     made = generated_inputs(out.stdout, bdir, tree)
-    digests = {f: generated_digest(bdir / f, tree) for f in sorted(made)}
+    digests = {f: generated_digest(bdir / f, tree, bdir) for f in sorted(made)}
     if not all(digests.values()):
         return set()
     return Inputs(set().union(*deps.values()) | configure, bdir=bdir, tree=tree, generated=digests)
@@ -120,13 +120,21 @@ _HEX = re.compile(r"\b[0-9a-f]{7,40}\b")
 _BUILD_NUMBER = re.compile(r"(LLAMA_BUILD_NUMBER\s*=\s*)\d+")
 
 
-def generated_digest(path: Path, tree: Path) -> str:
-    """sha256 of a generated file with the tree's commit (any abbreviation of its HEAD) and the build
-    number set aside; '' when the file cannot be read."""
+def generated_digest(path: Path, tree: Path, bdir: Path | None = None) -> str:
+    """sha256 of a generated file with the tree's commit (any abbreviation of its HEAD), the build number
+    and the paths of the tree and of the build folder `bdir` set aside; '' when the file cannot be read.
+    The paths: a variant built in its own folders (`--build-pool`) has CMake's unity sources
+    (src/CMakeFiles/llama.dir/Unity/unity_N_cxx.cxx: `#include "<tree>/src/llama-....cpp"`) with its own
+    tree's path where base's have the shared tree's; what those include is among the inputs (checked as
+    changed files), so the path alone is no change of code."""
     try:
         text = path.read_bytes().decode("utf-8", "surrogateescape")
     except OSError:
         return ""
+    for folder, name in ((tree, "<tree>"), (bdir, "<build>")):
+        if folder is not None:  # the longer spelling first: a resolved path may extend the given one
+            for spelled in sorted({str(folder), os.path.realpath(folder)}, key=len, reverse=True):
+                text = text.replace(spelled.rstrip(os.sep) + os.sep, name + "/")
     head = vcs.git(tree, "rev-parse", "HEAD").text.strip()
     text = _HEX.sub(lambda m: "<commit>" if head.startswith(m.group()) else m.group(), text)
     text = _BUILD_NUMBER.sub(r"\1<number>", text)
@@ -173,7 +181,7 @@ def object_source(obj: str) -> str | None:
 
 def generated_changed(inputs: Inputs) -> list[str]:
     """The generated compiled files whose content now (after a variant's build) is not base's."""
-    return [f for f, d in inputs.generated.items() if generated_digest(inputs.bdir / f, inputs.tree) != d]
+    return [f for f, d in inputs.generated.items() if generated_digest(inputs.bdir / f, inputs.tree, inputs.bdir) != d]
 
 
 def changed_files(repo_dir: Path, old: str, new: str) -> list[str]:

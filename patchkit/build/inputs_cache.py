@@ -27,7 +27,7 @@ from patchkit.build import compiled
 from patchkit.workspace import DamagedFile, read_json, write_json
 
 CACHE = "patchkit-same-code.json"
-VERSION = 1
+VERSION = 2  # 2: generated files' digests set the tree's and the build folder's paths aside
 
 
 def _sha(path: Path) -> str:

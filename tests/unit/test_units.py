@@ -210,6 +210,44 @@ def test_generated_inputs_and_their_digest_set_the_commit_aside(tmp_path):
     assert compiled.generated_digest(bdir / "gone.h", tree) == ""
 
 
+CPU_FIX = Path(__file__).resolve().parents[1] / "fixtures" / "cpu"
+UNITY = "src/CMakeFiles/llama.dir/Unity/unity_0_cxx.cxx"
+
+
+def test_a_variant_in_its_own_folders_has_bases_unity_sources_but_its_trees_path(tmp_path):
+    """The A/B of 2026-12-06 09:48 (tests/fixtures/cpu/pool_unity_0_*.cxx): with `--build-pool 2` the CPU run measured
+    +0001 and +0001+0002, which touch only CUDA sources, since their unity sources named their own trees and so
+    digested other than base's (results.json's same_code: {}; with a pool of 1: "no compiled change on cpu")."""
+    recorded = {
+        "shared": ("/work/abtest/work-ab-split/builds/seed-fattn/cpu", CPU_FIX / "pool_unity_0_shared.cxx"),
+        "own": (
+            "/work/abtest/work-ab-split/builds/seed-fattn/cpu/each/+0001",
+            CPU_FIX / "pool_unity_0_own.cxx",
+        ),
+    }
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    where = {}
+    for name, (root, fixture) in recorded.items():
+        tree, bdir = tmp_path / name / "tree", tmp_path / name / "build"
+        tree.mkdir(parents=True)
+        subprocess.run([*git, "-C", str(tree), "init", "-q"], check=True)
+        subprocess.run([*git, "-C", str(tree), "commit", "-q", "--allow-empty", "-m", name], check=True)
+        (bdir / UNITY).parent.mkdir(parents=True)
+        text = fixture.read_text()
+        assert text.count(f'"{root}/tree/src/') == 16  # the recorded tree's path, as the seed moved it
+        (bdir / UNITY).write_text(text.replace(f"{root}/tree/", f"{tree}/"))  # the same moved here
+        where[name] = (tree, bdir)
+    (tree0, b0), (tree1, b1) = where["shared"], where["own"]
+    base = compiled.Inputs({"src/llama.cpp"}, bdir=b0, tree=tree0, generated={UNITY: ""})
+    base.generated[UNITY] = compiled.generated_digest(b0 / UNITY, tree0, b0)
+    assert compiled.generated_changed(base.at(b1, tree1)) == []
+    assert compiled.same_code_reason(["ggml/src/ggml-cuda/fattn.cu"], base.at(b1, tree1), "cpu").startswith(
+        "no compiled change on cpu"
+    )
+    (b1 / UNITY).write_text((b1 / UNITY).read_text().replace("models/afmoe.cpp", "models/apertus.cpp"))
+    assert compiled.generated_changed(base.at(b1, tree1)) == [UNITY]  # another file included: a change
+
+
 # ---------------------------------------------------------------------------------------------
 # The instances split per head size (patches/local/0005, generated from the tree at 0c1e57098 by
 # scripts/split_fattn_instances.py): its new files and their lines are the real split tree's
