@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,11 +35,13 @@ CMAKE_FILES = ("CMakeLists.txt", ".cmake")
 class Inputs(set):
     """The files (relative to the tree) the objects were compiled from, and CMake's configure inputs under
     the tree (templates, CMake files); `generated`: each compiled file under the build folder (relative
-    to it) -> its digest after base's build (`generated_digest`)."""
+    to it) -> its digest after base's build (`generated_digest`); `seconds`: where reading them took its time,
+    by part (compiled_inputs: Ninja's tools, the parse, CMake's inputs, the digests; empty when read back)."""
 
     def __init__(self, files: set[str], *, bdir: Path, tree: Path, generated: dict[str, str]) -> None:
         super().__init__(files)
         self.bdir, self.tree, self.generated = bdir, tree, generated
+        self.seconds: dict[str, float] = {}
 
     def at(self, bdir: Path, tree: Path) -> Inputs:
         """The same inputs, their generated files read in another build of the same configuration (a variant's
@@ -51,22 +54,42 @@ def compiled_inputs(bdir: Path, tree: Path, targets: tuple[str, ...], env: dict[
     compiled from, as Ninja's deps log records it (`ninja -t deps`), and every file of the tree CMake
     reads when it configures (an `Inputs`); empty when that is not known for every object (then nothing
     can be concluded)."""
+    seconds: dict[str, float] = {}
+    lap = _laps(seconds)
     out = proc.run(["ninja", "-C", str(bdir), "-t", "deps"], echo=False, env=env, check=False)
     inputs = proc.run(["ninja", "-C", str(bdir), "-t", "inputs", *targets], echo=False, env=env, check=False)
+    lap("ninja -t deps/inputs")
     if not inputs.ok or not out.ok:
         return set()  # a Ninja without `-t inputs` (before 1.11)
     deps = deps_by_object(out.stdout, bdir, tree)
     objects = {ln.strip() for ln in inputs.stdout.splitlines() if ln.strip().endswith((".o", ".obj"))}
+    lap("parse")
     if not objects or not objects <= set(deps):
         return set()  # an object without recorded dependencies: nothing can be concluded
     configure = configure_inputs(bdir, tree, env)
+    lap("configure inputs")
     if configure is None:
         return set()
     made = generated_inputs(out.stdout, bdir, tree)
     digests = {f: generated_digest(bdir / f, tree, bdir) for f in sorted(made)}
+    lap(f"digests of {len(digests)} generated files")
     if not all(digests.values()):
         return set()
-    return Inputs(set().union(*deps.values()) | configure, bdir=bdir, tree=tree, generated=digests)
+    got = Inputs(set().union(*deps.values()) | configure, bdir=bdir, tree=tree, generated=digests)
+    got.seconds = seconds
+    return got
+
+
+def _laps(into: dict[str, float]) -> Callable[[str], None]:
+    """lap(name): the seconds since the last lap (or since this call) added to into[name]."""
+    last = [time.monotonic()]
+
+    def lap(name: str) -> None:
+        now = time.monotonic()
+        into[name] = into.get(name, 0.0) + now - last[0]
+        last[0] = now
+
+    return lap
 
 
 def configure_inputs(bdir: Path, tree: Path, env: dict[str, str] | None = None) -> set[str] | None:

@@ -84,10 +84,15 @@ def keep(
     they were read (the key before and after differ: another writer, or Ninja's own `-t deps` recompacting a
     deps log with too many dead records), then read again, `tries` times in all."""
     for _ in range(tries):
+        t0 = time.monotonic()
         before = source_key(bdir, tree, targets, [])
+        t1 = time.monotonic()
         inputs = compiled.compiled_inputs(bdir, tree, targets, env)
+        t2 = time.monotonic()
         generated = list(inputs.generated) if isinstance(inputs, compiled.Inputs) else []
         after = source_key(bdir, tree, targets, generated)
+        if isinstance(inputs, compiled.Inputs):
+            inputs.seconds["keys"] = inputs.seconds.get("keys", 0.0) + t1 - t0 + time.monotonic() - t2
         if {**after, "generated": {}} == before:
             files = sorted(inputs)
             digests = inputs.generated if isinstance(inputs, compiled.Inputs) else {}

@@ -173,7 +173,8 @@ class BuildLane:
             if first.name == "base" and len(self.states) > 1:
                 env = build_mod.toolchain(b).env
                 got, how, took = inputs_cache.inputs(bdir, tree, b.targets, env)
-                self._inputs_how = f"base's {how} in {took:.2f} s"
+                parts = ", ".join(f"{k} {v:.2f} s" for k, v in getattr(got, "seconds", {}).items())
+                self._inputs_how = f"base's {how} in {took:.2f} s" + (f": {parts}" if parts else "")
                 base_inputs.append(got)
         elif base_inputs and base_inputs[0]:
             st = next(s for s in self.states if s.name == r.variant)
