@@ -37,6 +37,7 @@ from patchkit.build import compiled, pool, seed, units
 from patchkit.build.binaries import copy_hashed, file_facts, files_gone
 from patchkit.build.graph import include_graph, includers, object_targets, source_root  # noqa: F401 (the package's)
 from patchkit.build.ninja import _Progress, run_ninja
+from patchkit.build.phases import Phases
 from patchkit.build.tools import Toolchain, _cublas_from_wheel, _nvcc, toolchain  # noqa: F401 (the package's names)
 from patchkit.errors import BuildError, CommandError, ToolNotFound
 from patchkit.parsers.compiler import first_compiler_error
@@ -378,7 +379,7 @@ def build_one(
     which leaves the pool's LATE programs (patchkit.build.pool) for the second; the folder's stamp then
     names the head its finished run compiled, so that it can be seeded from."""
     t0 = time.monotonic() if t0 is None else t0
-    clock = _Phases(t0)
+    clock = Phases(t0)  # the build's parts
     rows = None if opts.full_rebuild else units.prepare(job.recipe, tree, bdir, state.head, job.tc.env)
     old = vcs.git(tree, "rev-parse", "HEAD").text.strip() if (tree / ".git").exists() else ""
     move_tree(job.ws, job.recipe, job.root, job.base, state.head, tree)
@@ -437,21 +438,6 @@ def build_one(
     os.replace(tmp, out)
     print(f"{state.name}: built in {seconds:.0f} s ({steps} steps; {clock}) -> {out}")
     return result
-
-
-class _Phases:
-    """The seconds of a build's parts, each from the end of the one before (the first from `t0`)."""
-
-    def __init__(self, t0: float):
-        self.last, self.phases = t0, {}
-
-    def lap(self, name: str) -> None:
-        now = time.monotonic()
-        self.phases[name] = round(self.phases.get(name, 0.0) + now - self.last, 1)
-        self.last = now
-
-    def __str__(self) -> str:
-        return ", ".join(f"{k} {v:.1f} s" for k, v in self.phases.items())
 
 
 OnBuilt = Callable[[BuildResult, Path, Path], None]  # a variant's result, its tree and build folder

@@ -23,11 +23,11 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 from patchkit import proc, vcs
+from patchkit.build.phases import Phases
 
 CMAKE_FILES = ("CMakeLists.txt", ".cmake")
 
@@ -54,8 +54,8 @@ def compiled_inputs(bdir: Path, tree: Path, targets: tuple[str, ...], env: dict[
     compiled from, as Ninja's deps log records it (`ninja -t deps`), and every file of the tree CMake
     reads when it configures (an `Inputs`); empty when that is not known for every object (then nothing
     can be concluded)."""
-    seconds: dict[str, float] = {}
-    lap = _laps(seconds)
+    clock = Phases(digits=None)
+    lap = clock.lap
     out = proc.run(["ninja", "-C", str(bdir), "-t", "deps"], echo=False, env=env, check=False)
     inputs = proc.run(["ninja", "-C", str(bdir), "-t", "inputs", *targets], echo=False, env=env, check=False)
     lap("ninja -t deps/inputs")
@@ -76,20 +76,8 @@ def compiled_inputs(bdir: Path, tree: Path, targets: tuple[str, ...], env: dict[
     if not all(digests.values()):
         return set()
     got = Inputs(set().union(*deps.values()) | configure, bdir=bdir, tree=tree, generated=digests)
-    got.seconds = seconds
+    got.seconds = clock.phases
     return got
-
-
-def _laps(into: dict[str, float]) -> Callable[[str], None]:
-    """lap(name): the seconds since the last lap (or since this call) added to into[name]."""
-    last = [time.monotonic()]
-
-    def lap(name: str) -> None:
-        now = time.monotonic()
-        into[name] = into.get(name, 0.0) + now - last[0]
-        last[0] = now
-
-    return lap
 
 
 def configure_inputs(bdir: Path, tree: Path, env: dict[str, str] | None = None) -> set[str] | None:

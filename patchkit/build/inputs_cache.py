@@ -24,6 +24,7 @@ from pathlib import Path
 
 from patchkit import vcs
 from patchkit.build import compiled
+from patchkit.build.phases import Phases
 from patchkit.workspace import DamagedFile, read_json, write_json
 
 CACHE = "patchkit-same-code.json"
@@ -84,15 +85,16 @@ def keep(
     they were read (the key before and after differ: another writer, or Ninja's own `-t deps` recompacting a
     deps log with too many dead records), then read again, `tries` times in all."""
     for _ in range(tries):
-        t0 = time.monotonic()
+        clock = Phases(digits=None)
         before = source_key(bdir, tree, targets, [])
-        t1 = time.monotonic()
+        clock.lap("keys")
         inputs = compiled.compiled_inputs(bdir, tree, targets, env)
-        t2 = time.monotonic()
+        clock.lap("inputs")  # by part in inputs.seconds
         generated = list(inputs.generated) if isinstance(inputs, compiled.Inputs) else []
         after = source_key(bdir, tree, targets, generated)
+        clock.lap("keys")
         if isinstance(inputs, compiled.Inputs):
-            inputs.seconds["keys"] = inputs.seconds.get("keys", 0.0) + t1 - t0 + time.monotonic() - t2
+            inputs.seconds["keys"] = clock.phases["keys"]
         if {**after, "generated": {}} == before:
             files = sorted(inputs)
             digests = inputs.generated if isinstance(inputs, compiled.Inputs) else {}

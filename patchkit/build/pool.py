@@ -10,8 +10,10 @@ when variants follow: first every requested program but the LATE ones, and the l
 (`midway`) the variants' folders are seeded from that (a finished Ninja run: nothing is written there while
 they are copied) and their builds start, while base's second run builds the LATE programs beside them. Each
 variant's Ninja compiles the LATE programs' own units for itself (their objects are not in the seed): the
-cores that sat idle do it. Predicted, not measured on a GPU: the variants' builds start ~40 s earlier on that
-host. Only where base builds with SPLIT_JOBS jobs or more.
+cores that sat idle do it. Predicted from those logs: the builds end 20-40 s earlier. Measured once, on the H100
+of examples/h100-2026-12-06c: the variants' Ninja runs took 47-49 s beside base's second run (34-38 s alone),
+each ending on its own copy of that unit; estimated 10-15 s earlier, not isolated (docs/kernel-timing.md).
+Only where base builds with SPLIT_JOBS jobs or more.
 """
 
 from __future__ import annotations
