@@ -208,6 +208,10 @@ def test_generated_inputs_and_their_digest_set_the_commit_aside(tmp_path):
     gen.write_text(f'#define GGML_COMMIT "{heads[0][:9]}"\nint LLAMA_BUILD_NUMBER = 1;\n#define X 1\n')
     assert compiled.generated_digest(gen, tree) != now
     assert compiled.generated_digest(bdir / "gone.h", tree) == ""
+    # all of a build's generated files at once (HEAD read once): each file's own digest, a gone one ''
+    many = compiled.generated_digests(["ggml/src/ggml-version.h", "gone.h"], bdir, tree)
+    assert many == {"ggml/src/ggml-version.h": compiled.generated_digest(gen, tree, bdir), "gone.h": ""}
+    assert many["ggml/src/ggml-version.h"] != now
 
 
 CPU_FIX = Path(__file__).resolve().parents[1] / "fixtures" / "cpu"
