@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,10 +65,10 @@ def reading(samples: list[nvidia_smi.PowerSample]) -> dict[str, Any]:
     if not pts:
         return {"samples": 0, "mean_w": None, "max_w": None, "energy_j": None}
     ws = [w for _, w in pts]
-    energy = sum((t1 - t0) * (w0 + w1) / 2 for (t0, w0), (t1, w1) in itertools.pairwise(pts))
+    energy = math.fsum((t1 - t0) * (w0 + w1) / 2 for (t0, w0), (t1, w1) in itertools.pairwise(pts))
     return {
         "samples": len(pts),
-        "mean_w": round(sum(ws) / len(ws), 1),
+        "mean_w": round(math.fsum(ws) / len(ws), 1),
         "max_w": max(ws),  # a reading as nvidia-smi gave it
         "energy_j": round(energy, 1) if len(pts) > 1 else None,
     }
@@ -142,10 +143,11 @@ def summary(d: dict[str, Any] | None) -> str:
         return "GPU power: no power.draw reading (nvidia-smi said N/A)."
     parts = []
     for label, runs in by.items():
-        txt = f"{label} mean {sum(x.mean_w for x in runs) / len(runs):.0f} W, max {max(x.max_w for x in runs):.0f} W"
+        mean = math.fsum(x.mean_w for x in runs) / len(runs)
+        txt = f"{label} mean {mean:.0f} W, max {max(x.max_w for x in runs):.0f} W"
         jt = [x.j_per_token for x in runs if x.j_per_token]
         if jt:
-            txt += f", {sum(jt) / len(jt):.3g} J/token"
+            txt += f", {math.fsum(jt) / len(jt):.3g} J/token"
         parts.append(txt)
     n = sum(len(v) for v in by.values())
     return (

@@ -152,7 +152,7 @@ def summarize_kernels(launches: Iterable[KernelLaunch]) -> list[KernelSummary]:
         a = acc.setdefault(k.kernel_name, [0, 0.0])
         a[0] += 1
         a[1] += k.duration_ns
-    grand = sum(a[1] for a in acc.values())
+    grand = math.fsum(a[1] for a in acc.values())
     rows = [KernelSummary(name, int(a[0]), a[1], (a[1] / grand) if grand > 0 else 0.0) for name, a in acc.items()]
     rows.sort(key=lambda r: (-r.total_ns, r.name))
     return rows

@@ -5,6 +5,7 @@ GPU from the compile checks (patchkit.compare.occupancy_predict), labelled predi
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 
 import patchkit.compare.occupancy_predict as pred
@@ -96,7 +97,7 @@ class Occupancy:
 
 def _group(launches: list[Launch]) -> list[OccKernel]:
     """Launches of one variant and case -> kernels (by name and configuration), largest share first."""
-    total = sum(k.duration_ns for k in launches) or 1.0
+    total = math.fsum(k.duration_ns for k in launches) or 1.0
     groups: dict[tuple, list[Launch]] = {}
     for k in launches:
         cfg = (k.kernel_name, k.grid_size, k.block_size, k.smem_dynamic, k.registers)
@@ -109,11 +110,11 @@ def _group(launches: list[Launch]) -> list[OccKernel]:
             OccKernel(
                 name=ks[0].kernel_name,
                 launches=len(ks),
-                share=sum(k.duration_ns for k in ks) / total,
-                total_ns=sum(k.duration_ns for k in ks),
+                share=math.fsum(k.duration_ns for k in ks) / total,
+                total_ns=math.fsum(k.duration_ns for k in ks),
                 first=ks[0],
-                dram_pct=sum(dram) / len(dram) if dram else None,
-                achieved_pct=sum(ach) / len(ach) if ach else None,
+                dram_pct=math.fsum(dram) / len(dram) if dram else None,
+                achieved_pct=math.fsum(ach) / len(ach) if ach else None,
             )
         )
     out.sort(key=lambda g: (-g.share, g.name))

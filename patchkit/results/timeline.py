@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import io
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,8 +116,10 @@ def summary(results: dict[str, Any]) -> dict[str, Any]:
         return {}
     wall = results.get("timeline", {}).get("wall_s") or max(s.end for s in sp)
     ready = _ready(sp)  # the test step's wait for the builds is not GPU work; its runs beside them are
-    busy = {r: round(sum(s.end - s.start for s in sp if s.resource == r), 1) for r in sorted({s.resource for s in sp})}
-    busy["gpu"] = round(sum(s.end - ready(s) for s in sp if s.resource == "gpu"), 1) if "gpu" in busy else 0
+    busy = {
+        r: round(math.fsum(s.end - s.start for s in sp if s.resource == r), 1) for r in sorted({s.resource for s in sp})
+    }
+    busy["gpu"] = round(math.fsum(s.end - ready(s) for s in sp if s.resource == "gpu"), 1) if "gpu" in busy else 0
     return {
         "wall_s": round(wall, 1),
         "busy_s": busy,

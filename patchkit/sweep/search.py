@@ -68,8 +68,8 @@ def _aggregate(values: list[float], objective: str) -> float:
     if objective == "max":
         return max(values)
     if objective == "mean":
-        return sum(values) / len(values)
-    return math.exp(sum(math.log(v) for v in values) / len(values))
+        return math.fsum(values) / len(values)
+    return math.exp(math.fsum(math.log(v) for v in values) / len(values))
 
 
 def per_round(samples: dict[str, list[float]], cases: list[str], objective: str) -> list[float]:
