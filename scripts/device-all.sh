@@ -36,3 +36,9 @@ bash scripts/device-manual-loop.sh warm  # issue 37's anchor: the manual loop in
 echo "manual loop exit $?"
 bash scripts/device-fill-ab.sh cold "${FILL_ROUNDS:-2}"
 echo "fill a/b exit $?"
+# the row put back, so that a later job in the same lease (device-split-ab.sh, a warm2 run) builds the recipe as
+# committed: on 2026-12-06 11:35 the A/B's two arms tested warm's edited +0001+0002 (examples/h100-2026-12-06d)
+sed -i 's/^+    GGML_CUDA_FATTN_MMA_CONFIG_CASE(256, 256,  8,  64, 4,  32, 128, 128, 128, 1, true);/+    GGML_CUDA_FATTN_MMA_CONFIG_CASE(256, 256,  8,  64, 4,  32, 128, 128, 128, 2, true);/' \
+    patches/0002-cuda-fattn-mma-hs256-8col-nbatch-fa-32.patch
+test "$(grep -c '128, 128, 128, 1, true' patches/0002-cuda-fattn-mma-hs256-8col-nbatch-fa-32.patch)" = 0 || { echo "row not put back"; exit 3; }
+echo "row put back"
