@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from typing import Any, TypeVar
@@ -99,21 +100,27 @@ def dump(value: Any) -> Any:
     return value
 
 
+@functools.cache
+def _fields(cls: type) -> tuple[tuple[dataclasses.Field, Any], ...]:
+    hints = typing.get_type_hints(cls)
+    return tuple((f, hints[f.name]) for f in dataclasses.fields(cls))
+
+
 @dataclasses.dataclass(kw_only=True)
 class Data:
     """A part of a step's stored data. Subclasses are dataclasses (kw_only) whose fields are the keys."""
 
     @classmethod
     def fields(cls) -> list[tuple[dataclasses.Field, Any]]:
-        """(field, its resolved type) in declaration order."""
-        hints = typing.get_type_hints(cls)
-        return [(f, hints[f.name]) for f in dataclasses.fields(cls)]
+        """(field, its resolved type) in declaration order (resolved once per class: typing.get_type_hints
+        took 1.5 s of the 4.6 s `patchkit report` of examples/h100-2026-12-06d/cold, 8,832 calls)."""
+        return list(_fields(cls))
 
     @classmethod
     def from_dict(cls: type[D], d: Any, where: str) -> D:
         if not isinstance(d, dict):
             raise _fails(d, cls, where)
-        known = {f.name for f in dataclasses.fields(cls)}
+        known = {f.name for f, _ in cls.fields()}
         unknown = [k for k in d if k not in known]
         if unknown:
             raise ResultsError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
