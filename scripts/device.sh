@@ -52,8 +52,9 @@ wait)
 collect)
     out=${OUT:-/tmp/out}
     mkdir -p "$out"
-    # the shared build folder's Ninja log and each pooled variant's own (builds/<recipe>/<config>/each/<v>/build/)
-    (cd "$PATCHKIT_WORK" && tar czf "$out/runs.tgz" runs $(ls -d builds/*/*/bin/*/manifest.json builds/*/*/build/.ninja_log builds/*/*/each/*/build/.ninja_log logs 2>/dev/null)) 2>/dev/null
+    # the shared build folder's Ninja log and each pooled variant's own (builds/<recipe>/<config>/each/<v>/build/),
+    # and base's same-code inputs as kept (which generated files were digested: 06d could not name its 29)
+    (cd "$PATCHKIT_WORK" && tar czf "$out/runs.tgz" runs $(ls -d builds/*/*/bin/*/manifest.json builds/*/*/build/.ninja_log builds/*/*/each/*/build/.ninja_log builds/*/*/build/patchkit-same-code.json logs 2>/dev/null)) 2>/dev/null
     # sweep folders without their worktrees, build folders, objects and binaries
     (cd "$PATCHKIT_WORK" && tar czf "$out/sweeps.tgz" $(ls -d sweeps/*/*/{sweep.json,points,patches,logs,out,gpu,cases.json,confirm.json,seconds.json} 2>/dev/null)) 2>/dev/null
     cp "$state/log" "$out/job.log" 2>/dev/null
