@@ -418,7 +418,7 @@ def _changed(ev: Evidence) -> tuple[OccRun, OccCase, str] | None:
                     old = by_a.get(kernel_name(k.name))
                     if old is None or old.first.blocks_per_sm == k.first.blocks_per_sm:
                         continue
-                    score = (sum(g.total_ns for g in c.variants[b]), k.share + old.share)
+                    score = (math.fsum(g.total_ns for g in c.variants[b]), k.share + old.share)
                     if best is None or score > best[0]:
                         best = (score, e, c, kernel_name(k.name))
     return None if best is None else best[1:]
