@@ -120,12 +120,13 @@ class Data:
     def from_dict(cls: type[D], d: Any, where: str) -> D:
         if not isinstance(d, dict):
             raise _fails(d, cls, where)
-        known = {f.name for f, _ in cls.fields()}
+        fields = _fields(cls)
+        known = {f.name for f, _ in fields}
         unknown = [k for k in d if k not in known]
         if unknown:
             raise ResultsError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
         kw = {}
-        for f, tp in cls.fields():
+        for f, tp in fields:
             if f.name in d:
                 kw[f.name] = load(d[f.name], tp, f"{where}.{f.name}")
             elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
